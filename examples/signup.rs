@@ -1,0 +1,213 @@
+//! The sign-up scenario: a request inserts a user and enqueues a welcome email and an avatar
+//! resize in the same transaction, then returns. A worker does the rest: the mail server is down
+//! for the first attempts (a simulated SMTP outage) so the email is retried with backoff until
+//! it goes through; one avatar has an unsupported address and fails permanently, landing dead
+//! with its error kept; and a sign-up that rolls back leaves no job behind.
+//!
+//! Run it with `cargo run --example signup`. It uses the PostgreSQL at `DATABASE_URL`, else the
+//! local one, else a throwaway cluster it starts itself, and works in a scratch database that it
+//! drops at the end.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use jobs::postgres::testing::TestDatabase;
+use jobs::{job, JobContext, JobError, JobResult, State, Worker, WorkerConfig};
+use sqlx::{PgConnection, PgPool};
+
+/// A mail server that is down for its first `outage_attempts` calls.
+struct FlakySmtp {
+    outage_attempts: u32,
+    calls: AtomicU32,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("SMTP server unavailable (421 service not available)")]
+struct SmtpUnavailable;
+
+impl FlakySmtp {
+    fn send(&self, to: &str, subject: &str) -> Result<(), SmtpUnavailable> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if call <= self.outage_attempts {
+            return Err(SmtpUnavailable);
+        }
+        println!("  [smtp] sent \"{subject}\" to {to}");
+        Ok(())
+    }
+}
+
+/// Sends the welcome email. The payload is the user's id, not a copy of the user: the job reads
+/// the current row when it runs.
+#[job(
+    queue = "email",
+    max_attempts = 5,
+    backoff_base = "500ms",
+    backoff_max = "2s",
+    dedupe = "welcome:<user_id>"
+)]
+async fn send_welcome_email(
+    ctx: JobContext,
+    smtp: State<FlakySmtp>,
+    db: State<PgPool>,
+    user_id: i64,
+) -> JobResult {
+    let email: Option<String> = sqlx::query_scalar("SELECT email FROM demo_users WHERE id = $1")
+        .bind(user_id)
+        .fetch_optional(&*db)
+        .await?;
+    let Some(email) = email else {
+        return Err(JobError::permanent(format!(
+            "user {user_id} does not exist"
+        )));
+    };
+    println!(
+        "  [worker] send_welcome_email user={user_id} attempt {}/{}",
+        ctx.attempt(),
+        ctx.max_attempts()
+    );
+    smtp.send(&email, "Welcome aboard")?;
+    Ok(())
+}
+
+/// Resizes the user's avatar. Only http(s) addresses can be fetched: anything else is bad input
+/// that no retry will fix, so it fails permanently.
+#[job(queue = "media", max_attempts = 3, backoff_base = "500ms")]
+async fn resize_avatar(ctx: JobContext, user_id: i64, avatar_url: String) -> JobResult {
+    println!(
+        "  [worker] resize_avatar user={user_id} attempt {}/{}",
+        ctx.attempt(),
+        ctx.max_attempts()
+    );
+    if !(avatar_url.starts_with("https://") || avatar_url.starts_with("http://")) {
+        return Err(JobError::permanent(format!(
+            "unsupported avatar address `{avatar_url}`: expected http(s)"
+        )));
+    }
+    println!("  [media] resized {avatar_url} to 256x256 for user {user_id}");
+    Ok(())
+}
+
+/// The request handler: one transaction for the user and both jobs.
+async fn sign_up(
+    pool: &PgPool,
+    email: &str,
+    avatar_url: &str,
+) -> Result<i64, Box<dyn std::error::Error>> {
+    let mut tx = pool.begin().await?;
+    let user_id = insert_user(&mut tx, email).await?;
+    send_welcome_email::enqueue_in(&mut tx, user_id).await?;
+    resize_avatar::enqueue_in(&mut tx, user_id, avatar_url.to_string()).await?;
+    tx.commit().await?;
+    Ok(user_id)
+}
+
+async fn insert_user(conn: &mut PgConnection, email: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("INSERT INTO demo_users (email) VALUES ($1) RETURNING id")
+        .bind(email)
+        .fetch_one(conn)
+        .await
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
+        )
+        .init();
+
+    let database = TestDatabase::create().await?;
+    println!("Using scratch database `{}`", database.name());
+    let pool = database.pool(10).await?;
+    jobs::migrate(&pool).await?;
+    sqlx::query("CREATE TABLE demo_users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE)")
+        .execute(&pool)
+        .await?;
+
+    println!("\n1. Requests: each signs a user up and enqueues two jobs in the same transaction");
+    let ada = sign_up(&pool, "ada@example.com", "https://img.example.com/ada.png").await?;
+    println!("  signed up ada   (user {ada})");
+    let bob = sign_up(&pool, "bob@example.com", "ftp://files.example.com/bob.png").await?;
+    println!("  signed up bob   (user {bob}); his avatar address is not http(s)");
+    match sign_up(&pool, "ada@example.com", "https://img.example.com/ada2.png").await {
+        Ok(_) => println!("  unexpected: the duplicate sign-up went through"),
+        Err(error) => println!("  a second sign-up for ada@example.com rolled back ({error}); its jobs rolled back with it"),
+    }
+    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs_queue")
+        .fetch_one(&pool)
+        .await?;
+    println!("  jobs recorded: {pending} (2 per committed sign-up, none for the rolled-back one)");
+
+    println!("\n2. A worker runs them; the mail server is down for its first 4 calls");
+    let smtp = FlakySmtp {
+        outage_attempts: 4,
+        calls: AtomicU32::new(0),
+    };
+    let worker = Worker::builder(pool.clone())
+        .state(smtp)
+        .state(pool.clone())
+        .kinds(["send_welcome_email", "resize_avatar"])
+        .config(WorkerConfig {
+            poll_interval: Duration::from_millis(200),
+            ..WorkerConfig::default()
+        })
+        .build()?
+        .start();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    loop {
+        let unsettled: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs_queue WHERE state IN ('ready', 'running')",
+        )
+        .fetch_one(&pool)
+        .await?;
+        if unsettled == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("jobs did not settle within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    worker.shutdown().await;
+    println!(
+        "  all jobs settled in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    println!("\n3. Outcome");
+    let rows: Vec<(i64, String, String, i32, serde_json::Value)> =
+        sqlx::query_as("SELECT id, kind, state, attempts, errors FROM jobs_queue ORDER BY id")
+            .fetch_all(&pool)
+            .await?;
+    println!(
+        "  {:>3}  {:<20} {:<6} {:>8}  errors kept",
+        "id", "kind", "state", "attempts"
+    );
+    for (id, kind, state, attempts, errors) in rows {
+        let errors: Vec<String> = errors
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|entry| {
+                        format!(
+                            "#{} {}: {}",
+                            entry["attempt"],
+                            entry["kind"].as_str().unwrap_or(""),
+                            entry["error"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!(
+            "  {id:>3}  {kind:<20} {state:<6} {attempts:>8}  {}",
+            errors.join(" | ")
+        );
+    }
+    println!("\nThe welcome emails were retried through the outage and delivered; bob's avatar job is dead");
+    println!(
+        "with its error kept, waiting for a human; the rolled-back sign-up left nothing behind."
+    );
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Job kinds: the stable name, the payload type and the options of one kind of job.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::context::JobContext;
+use crate::dedupe::DedupeScope;
+use crate::error::JobResult;
+use crate::retry::RetryPolicy;
+use crate::state::{StateMap, StateRequirement};
+
+/// A boxed future that can move between threads.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One kind of job. `#[job]` implements it for a marker type next to the function.
+pub trait JobKind: Send + Sync + 'static {
+    /// The stable name stored with each job; renaming the function must not change it.
+    const NAME: &'static str;
+    /// The job's data arguments, as stored (JSON) in the job row.
+    type Args: Serialize + DeserializeOwned + Send + 'static;
+    /// The kind's defaults: queue, priority, retry policy, timeout, dedupe.
+    const OPTIONS: JobOptions;
+}
+
+/// Per-kind settings, fixed by `#[job(...)]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobOptions {
+    /// The queue jobs of this kind go to by default.
+    pub queue: &'static str,
+    /// Higher runs first among ready jobs of a queue.
+    pub priority: i16,
+    /// Attempts and backoff.
+    pub retry: RetryPolicy,
+    /// Longest a single run may take before it is abandoned as a transient failure.
+    pub timeout: Option<Duration>,
+    /// The dedupe key template, such as `"receipt:<order_id>"`.
+    pub dedupe: Option<&'static str>,
+    /// How long a dedupe key holds.
+    pub dedupe_scope: DedupeScope,
+}
+
+impl JobOptions {
+    /// The queue used when a kind names none.
+    pub const DEFAULT_QUEUE: &'static str = "default";
+
+    /// The defaults: queue `"default"`, priority 0, the default retry policy, no timeout, no
+    /// dedupe.
+    pub const DEFAULT: JobOptions = JobOptions {
+        queue: Self::DEFAULT_QUEUE,
+        priority: 0,
+        retry: RetryPolicy::DEFAULT,
+        timeout: None,
+        dedupe: None,
+        dedupe_scope: DedupeScope::Retained,
+    };
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Why a stored job could not be turned into a handler call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvocationError {
+    /// The payload does not decode into the kind's arguments.
+    #[error("payload of job kind `{kind}` does not decode: {message}")]
+    Undecodable {
+        /// The job kind.
+        kind: &'static str,
+        /// The decoder's message.
+        message: String,
+    },
+    /// The worker lacks a state value the handler needs.
+    #[error("job kind `{kind}` needs state of type `{type_name}`, which the worker was not given")]
+    MissingState {
+        /// The job kind.
+        kind: &'static str,
+        /// The missing type.
+        type_name: &'static str,
+    },
+}
+
+/// Decodes a stored payload and starts the handler.
+pub type Handler =
+    fn(JobContext, &str, &StateMap) -> Result<BoxFuture<'static, JobResult>, InvocationError>;
+
+/// A job kind as registered through `inventory` by `#[job]`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobRegistration {
+    /// The stable kind name.
+    pub name: &'static str,
+    /// The path of the function that defines it, for messages.
+    pub function: &'static str,
+    /// The kind's options.
+    pub options: JobOptions,
+    /// State types the handler needs.
+    pub required_state: &'static [StateRequirement],
+    /// Decodes the payload and starts the handler.
+    pub handler: Handler,
+}
+
+inventory::collect!(JobRegistration);
+
+/// Decodes a payload into a kind's arguments; used by generated handlers.
+pub fn decode_args<K: JobKind>(payload: &str) -> Result<K::Args, InvocationError> {
+    serde_json::from_str(payload).map_err(|error| InvocationError::Undecodable {
+        kind: K::NAME,
+        message: error.to_string(),
+    })
+}
+
+/// Fetches a state value for a handler; used by generated handlers.
+pub fn require_state<T: Send + Sync + 'static>(
+    kind: &'static str,
+    states: &StateMap,
+) -> Result<crate::state::State<T>, InvocationError> {
+    states.get::<T>().ok_or(InvocationError::MissingState {
+        kind,
+        type_name: std::any::type_name::<T>(),
+    })
+}

@@ -1,0 +1,46 @@
+//! The database-free core of `jobs`: job kinds and their options, the context a job runs with,
+//! typed outcomes and their classification, the retry policy as a pure function, the registry of
+//! kinds gathered through `inventory`, and payload encoding.
+//!
+//! Applications use it through the `jobs` crate, which re-exports everything here next to the
+//! `#[job]` attribute and the PostgreSQL backend.
+
+#![warn(missing_docs)]
+
+pub mod context;
+pub mod dedupe;
+pub mod duration;
+pub mod error;
+pub mod kind;
+mod macro_support;
+pub mod new_job;
+pub mod outcome;
+pub mod registry;
+pub mod retry;
+pub mod state;
+
+pub use context::{JobContext, JobId};
+pub use dedupe::DedupeScope;
+pub use duration::{parse_duration, DurationError};
+pub use error::{
+    error_chain, BoxError, ClassifyError, Disposition, ErrorClass, ErrorClassifier, JobError,
+    JobResult,
+};
+pub use kind::{BoxFuture, Handler, InvocationError, JobKind, JobOptions, JobRegistration};
+pub use new_job::{EncodeError, NewJob, RunAt};
+pub use outcome::{decide, AttemptError, Decision, RunOutcome};
+pub use registry::{Registry, RegistryError};
+pub use retry::RetryPolicy;
+pub use state::{State, StateMap, StateRequirement};
+
+/// Items used by code that `#[job]` generates; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::kind::{decode_args, require_state};
+    pub use crate::macro_support::{
+        assert_payload_type, assert_send_future, IntoJobResult, JobArgument,
+    };
+    pub use inventory;
+    pub use serde;
+    pub use serde_json;
+}

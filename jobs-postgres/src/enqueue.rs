@@ -1,0 +1,304 @@
+//! Writing jobs: one at a time or many in one round trip, in the caller's transaction or on
+//! their own, with dedupe keys that never abort the caller's transaction.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jobs_core::{EncodeError, JobId, JobKind, NewJob, RunAt};
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool};
+
+use crate::sql;
+
+/// What enqueueing one job did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new job was written with this id.
+    New(JobId),
+    /// A job with the same dedupe key already exists; this is its id. Nothing was written.
+    Duplicate(JobId),
+}
+
+impl Enqueued {
+    /// The id of the job: the new one, or the existing one holding the dedupe key.
+    pub fn id(self) -> JobId {
+        match self {
+            Enqueued::New(id) | Enqueued::Duplicate(id) => id,
+        }
+    }
+
+    /// Whether a new job was written.
+    pub fn is_new(self) -> bool {
+        matches!(self, Enqueued::New(_))
+    }
+}
+
+/// Why a job could not be enqueued.
+#[derive(Debug, thiserror::Error)]
+pub enum EnqueueError {
+    /// The arguments could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// The database refused the write.
+    #[error("enqueueing failed: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The job's dedupe key was held by a job that disappeared before its id could be read
+    /// (it was pruned or its scope ended at that instant); enqueueing again will succeed.
+    #[error(
+        "the job holding dedupe key `{key}` of kind `{kind}` vanished while enqueueing; try again"
+    )]
+    DedupeRace {
+        /// The job kind.
+        kind: &'static str,
+        /// The dedupe key.
+        key: String,
+    },
+}
+
+/// A job with per-call options, built by the `builder(..)` function that `#[job]` generates.
+///
+/// ```ignore
+/// send_receipt::builder(1042)
+///     .delay(Duration::from_secs(60))
+///     .priority(5)
+///     .enqueue_in(&mut tx)
+///     .await?;
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `.enqueue_in(..)` or `.enqueue(..)` is awaited"]
+pub struct EnqueueBuilder {
+    job: Result<NewJob, EncodeError>,
+}
+
+impl EnqueueBuilder {
+    /// Encodes `args` of kind `K` with the kind's default options.
+    pub fn new<K: JobKind>(args: &K::Args) -> Self {
+        Self {
+            job: NewJob::of::<K>(args),
+        }
+    }
+
+    fn map(self, change: impl FnOnce(NewJob) -> NewJob) -> Self {
+        Self {
+            job: self.job.map(change),
+        }
+    }
+
+    /// Runs no sooner than `delay` after enqueue (by the database clock).
+    pub fn delay(self, delay: Duration) -> Self {
+        self.map(|job| job.delay(delay))
+    }
+
+    /// Runs no sooner than `when`.
+    pub fn run_at(self, when: SystemTime) -> Self {
+        self.map(|job| job.run_at(when))
+    }
+
+    /// Overrides the kind's priority (higher runs first).
+    pub fn priority(self, priority: i16) -> Self {
+        self.map(|job| job.priority(priority))
+    }
+
+    /// Sends the job to another queue than the kind's default.
+    pub fn queue(self, queue: impl Into<String>) -> Self {
+        self.map(|job| job.queue(queue))
+    }
+
+    /// The job as it will be written.
+    pub fn into_new_job(self) -> Result<NewJob, EncodeError> {
+        self.job
+    }
+
+    /// Enqueues on the caller's connection or transaction.
+    pub async fn enqueue_in(self, conn: &mut PgConnection) -> Result<Enqueued, EnqueueError> {
+        enqueue_job(conn, &self.job?).await
+    }
+
+    /// Enqueues on its own, on a connection from `pool`.
+    pub async fn enqueue(self, pool: &PgPool) -> Result<Enqueued, EnqueueError> {
+        let job = self.job?;
+        let mut conn = pool.acquire().await?;
+        enqueue_job(&mut conn, &job).await
+    }
+}
+
+/// When the job becomes ready, as the `(epoch seconds, delay seconds)` pair the SQL takes.
+fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
+    match run_at {
+        RunAt::Now => (None, 0.0),
+        RunAt::After(delay) => (None, delay.as_secs_f64()),
+        RunAt::At(when) => {
+            let epoch = match when.duration_since(UNIX_EPOCH) {
+                Ok(since) => since.as_secs_f64(),
+                Err(before) => -before.duration().as_secs_f64(),
+            };
+            (Some(epoch), 0.0)
+        }
+    }
+}
+
+fn max_attempts_param(job: &NewJob) -> i32 {
+    i32::try_from(job.max_attempts).unwrap_or(i32::MAX)
+}
+
+/// Writes one job on `conn`. A dedupe conflict returns [`Enqueued::Duplicate`] without error and
+/// without aborting the caller's transaction.
+pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, EnqueueError> {
+    let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
+    let inserted: Option<(JobId, i64)> = sqlx::query_as(sql::INSERT_JOB)
+        .bind(job.kind)
+        .bind(&job.queue)
+        .bind(Json(&job.payload))
+        .bind(job.priority)
+        .bind(max_attempts_param(job))
+        .bind(run_at_epoch)
+        .bind(delay_secs)
+        .bind(job.dedupe_key.as_deref())
+        .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some((id, _notified)) = inserted {
+        return Ok(Enqueued::New(id));
+    }
+    let key = job.dedupe_key.clone().unwrap_or_default();
+    let holders = find_dedupe_holders(conn, &[(job.kind, key.clone())]).await?;
+    match holders.get(&(job.kind.to_string(), key.clone())) {
+        Some(id) => Ok(Enqueued::Duplicate(*id)),
+        None => Err(EnqueueError::DedupeRace {
+            kind: job.kind,
+            key,
+        }),
+    }
+}
+
+/// Writes many jobs on `conn` in one round trip (two when some dedupe keys are already held),
+/// returning one result per job in input order. Dedupe applies per job, also between jobs of the
+/// same call: the first one with a key is written, later ones are its duplicates.
+pub async fn enqueue_jobs(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, EnqueueError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut kinds = Vec::with_capacity(jobs.len());
+    let mut queues = Vec::with_capacity(jobs.len());
+    let mut payloads = Vec::with_capacity(jobs.len());
+    let mut priorities = Vec::with_capacity(jobs.len());
+    let mut max_attempts = Vec::with_capacity(jobs.len());
+    let mut run_at_epochs = Vec::with_capacity(jobs.len());
+    let mut delays = Vec::with_capacity(jobs.len());
+    let mut dedupe_keys = Vec::with_capacity(jobs.len());
+    let mut dedupe_scopes = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
+        kinds.push(job.kind);
+        queues.push(job.queue.as_str());
+        payloads.push(Json(&job.payload));
+        priorities.push(job.priority);
+        max_attempts.push(max_attempts_param(job));
+        run_at_epochs.push(run_at_epoch);
+        delays.push(delay_secs);
+        dedupe_keys.push(job.dedupe_key.as_deref());
+        dedupe_scopes.push(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()));
+    }
+    let inserted: Vec<(JobId, String, Option<String>, i64)> = sqlx::query_as(sql::INSERT_JOBS)
+        .bind(&kinds)
+        .bind(&queues)
+        .bind(&payloads)
+        .bind(&priorities)
+        .bind(&max_attempts)
+        .bind(&run_at_epochs)
+        .bind(&delays)
+        .bind(&dedupe_keys)
+        .bind(&dedupe_scopes)
+        .fetch_all(&mut *conn)
+        .await?;
+
+    // Rows without a key were all inserted, with ids growing in input order; rows with a key
+    // are matched by (kind, key).
+    let mut keyless_ids = Vec::new();
+    let mut keyed_ids: HashMap<(String, String), JobId> = HashMap::new();
+    for (id, kind, key, _notified) in inserted {
+        match key {
+            Some(key) => {
+                keyed_ids.insert((kind, key), id);
+            }
+            None => keyless_ids.push(id),
+        }
+    }
+    let mut keyless_ids = keyless_ids.into_iter();
+    let mut results = Vec::with_capacity(jobs.len());
+    let mut pending_keys: Vec<(usize, &'static str, String)> = Vec::new();
+    for (position, job) in jobs.iter().enumerate() {
+        match &job.dedupe_key {
+            None => {
+                let id = keyless_ids.next().ok_or_else(|| {
+                    EnqueueError::Database(sqlx::Error::Protocol(
+                        "bulk insert returned fewer rows than jobs without dedupe keys".into(),
+                    ))
+                })?;
+                results.push(Some(Enqueued::New(id)));
+            }
+            Some(key) => match keyed_ids.remove(&(job.kind.to_string(), key.clone())) {
+                Some(id) => results.push(Some(Enqueued::New(id))),
+                None => {
+                    results.push(None);
+                    pending_keys.push((position, job.kind, key.clone()));
+                }
+            },
+        }
+    }
+    if !pending_keys.is_empty() {
+        let wanted: Vec<(&'static str, String)> = pending_keys
+            .iter()
+            .map(|(_, kind, key)| (*kind, key.clone()))
+            .collect();
+        let holders = find_dedupe_holders(conn, &wanted).await?;
+        for (position, kind, key) in pending_keys {
+            let id = *holders
+                .get(&(kind.to_string(), key.clone()))
+                .ok_or(EnqueueError::DedupeRace { kind, key })?;
+            results[position] = Some(Enqueued::Duplicate(id));
+        }
+    }
+    Ok(results.into_iter().flatten().collect())
+}
+
+async fn find_dedupe_holders(
+    conn: &mut PgConnection,
+    wanted: &[(&'static str, String)],
+) -> Result<HashMap<(String, String), JobId>, sqlx::Error> {
+    let kinds: Vec<&str> = wanted.iter().map(|(kind, _)| *kind).collect();
+    let keys: Vec<&str> = wanted.iter().map(|(_, key)| key.as_str()).collect();
+    let rows: Vec<(JobId, String, String)> = sqlx::query_as(sql::FIND_DEDUPE_HOLDERS)
+        .bind(&kinds)
+        .bind(&keys)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, kind, key)| ((kind, key), id))
+        .collect())
+}
+
+/// Encodes and writes many jobs of kind `K` on `conn`; used by generated `enqueue_many_in`.
+pub async fn enqueue_many_in<K: JobKind>(
+    conn: &mut PgConnection,
+    args: impl IntoIterator<Item = K::Args>,
+) -> Result<Vec<Enqueued>, EnqueueError> {
+    let jobs = args
+        .into_iter()
+        .map(|args| NewJob::of::<K>(&args))
+        .collect::<Result<Vec<_>, _>>()?;
+    enqueue_jobs(conn, &jobs).await
+}
+
+/// Encodes and writes many jobs of kind `K` on their own; used by generated `enqueue_many`.
+pub async fn enqueue_many<K: JobKind>(
+    pool: &PgPool,
+    args: impl IntoIterator<Item = K::Args>,
+) -> Result<Vec<Enqueued>, EnqueueError> {
+    let mut conn = pool.acquire().await?;
+    enqueue_many_in::<K>(&mut conn, args).await
+}

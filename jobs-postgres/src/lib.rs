@@ -1,0 +1,23 @@
+//! The PostgreSQL backend of `jobs`: embedded migrations, enqueue in the caller's transaction,
+//! and a `FOR UPDATE SKIP LOCKED` worker with leases, heartbeats, rescue and graceful shutdown.
+//!
+//! Applications use it through the `jobs` crate. All SQL lives in [`sql`]; [`store`] is the
+//! worker's only way to the database.
+
+#![warn(missing_docs)]
+
+pub mod enqueue;
+pub mod migrate;
+pub mod sql;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod worker;
+
+pub use enqueue::{
+    enqueue_job, enqueue_jobs, enqueue_many, enqueue_many_in, EnqueueBuilder, EnqueueError,
+    Enqueued,
+};
+pub use migrate::{migrate, MigrateError, MigrationReport};
+pub use sqlx::{PgConnection, PgPool};
+pub use worker::{Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};

@@ -1,0 +1,106 @@
+//! Worker settings, their defaults and their validation.
+
+use std::time::Duration;
+
+/// How a worker claims, leases, polls, rescues and shuts down. Every field has a documented
+/// default; [`WorkerConfig::validate`] runs when the worker is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    /// How long a claim holds a job before another worker may rescue it. Default 30 s.
+    pub lease: Duration,
+    /// How often the leases of running jobs are renewed. Default 10 s; must be shorter than the
+    /// lease.
+    pub heartbeat_interval: Duration,
+    /// How often an idle queue is polled when no notification arrives. Default 1 s.
+    pub poll_interval: Duration,
+    /// How often expired leases are rescued. Default 5 s.
+    pub rescue_interval: Duration,
+    /// Most jobs one rescue statement returns. Default 100.
+    pub rescue_batch: usize,
+    /// Jobs run at once per queue, unless the queue sets its own. Default 16.
+    pub default_concurrency: usize,
+    /// How long running jobs may take to finish after shutdown is requested, before they are
+    /// interrupted and handed back. Default 30 s.
+    pub shutdown_grace: Duration,
+    /// Whether to wake on LISTEN/NOTIFY (polling stays as a fallback). Default true.
+    pub listen: bool,
+    /// Longest wait between attempts to reach the database after an error. Default 5 s.
+    pub max_reconnect_delay: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            poll_interval: Duration::from_secs(1),
+            rescue_interval: Duration::from_secs(5),
+            rescue_batch: 100,
+            default_concurrency: 16,
+            shutdown_grace: Duration::from_secs(30),
+            listen: true,
+            max_reconnect_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A setting that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid worker setting `{setting}`: {reason}")]
+pub struct ConfigError {
+    /// The setting's name.
+    pub setting: &'static str,
+    /// Why it cannot work.
+    pub reason: &'static str,
+}
+
+impl WorkerConfig {
+    /// Checks that the settings can work together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |setting, reason| Err(ConfigError { setting, reason });
+        if self.lease < Duration::from_millis(100) {
+            return fail("lease", "must be at least 100 ms");
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.lease {
+            return fail(
+                "heartbeat_interval",
+                "must be longer than zero and shorter than the lease, or leases expire while jobs run",
+            );
+        }
+        if self.poll_interval.is_zero() {
+            return fail("poll_interval", "must be longer than zero");
+        }
+        if self.rescue_interval.is_zero() {
+            return fail("rescue_interval", "must be longer than zero");
+        }
+        if self.rescue_batch == 0 {
+            return fail("rescue_batch", "must be at least 1");
+        }
+        if self.default_concurrency == 0 {
+            return fail("default_concurrency", "must be at least 1");
+        }
+        if self.max_reconnect_delay.is_zero() {
+            return fail("max_reconnect_delay", "must be longer than zero");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        WorkerConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn heartbeat_must_be_shorter_than_the_lease() {
+        let config = WorkerConfig {
+            heartbeat_interval: Duration::from_secs(30),
+            ..WorkerConfig::default()
+        };
+        assert_eq!(config.validate().unwrap_err().setting, "heartbeat_interval");
+    }
+}

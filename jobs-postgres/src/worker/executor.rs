@@ -1,0 +1,193 @@
+//! Runs one claimed job: decode, call the handler on its own task with panics caught and the
+//! timeout applied, decide what follows, and write it back fenced by the lease token.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobs_core::{
+    decide, BoxFuture, Decision, InvocationError, JobContext, JobError, JobResult, RunOutcome,
+};
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
+
+use super::backoff::ReconnectBackoff;
+use super::Shared;
+use crate::store::{self, ClaimedJob, Fenced};
+
+/// How a run ended, including the case where the worker interrupted it.
+enum RunEnd {
+    Finished(RunOutcome),
+    /// Shutdown's grace period ran out: hand the job back without counting the attempt.
+    Interrupted,
+}
+
+/// Runs `job` to its outcome and records it. Holds `permit` (a slot of the queue) until done.
+pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
+    let span = tracing::info_span!(
+        "job",
+        job.id,
+        job.kind = job.kind.as_str(),
+        job.queue = job.queue.as_str(),
+        attempt = job.attempts
+    );
+    shared
+        .running
+        .insert(job.id, job.lease_token, shared.config.lease);
+    run_and_record(&shared, &job).instrument(span).await;
+    shared.running.remove(job.id);
+    drop(permit);
+}
+
+async fn run_and_record(shared: &Shared, job: &ClaimedJob) {
+    let Some(registration) = shared.registry.get(&job.kind).copied() else {
+        // Claims ask only for registered kinds, so this is a bug; hand the job back untouched.
+        tracing::error!("claimed a job of a kind this worker does not run; handing it back");
+        record(
+            shared,
+            job,
+            Decision::Snooze {
+                delay: Duration::ZERO,
+            },
+        )
+        .await;
+        return;
+    };
+    let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
+    let context = JobContext::new(
+        job.id,
+        registration.name,
+        job.queue.clone(),
+        attempt,
+        u32::try_from(job.max_attempts).unwrap_or(u32::MAX),
+        job.dedupe_key.clone(),
+        shared.config.lease,
+        shared.shutdown_requested.subscribe(),
+    );
+    let end = match (registration.handler)(context, &job.payload, &shared.states) {
+        Ok(future) => run_guarded(shared, future, registration.options.timeout).await,
+        Err(error @ InvocationError::Undecodable { .. }) => {
+            RunEnd::Finished(RunOutcome::Undecodable(error.to_string()))
+        }
+        Err(error @ InvocationError::MissingState { .. }) => {
+            RunEnd::Finished(RunOutcome::Failed(JobError::transient(error.to_string())))
+        }
+    };
+    let decision = match end {
+        RunEnd::Finished(outcome) => decide(
+            outcome,
+            attempt,
+            &registration.options.retry,
+            rand::random::<f64>(),
+        ),
+        RunEnd::Interrupted => {
+            tracing::info!("interrupted by shutdown; handing the job back");
+            Decision::Snooze {
+                delay: Duration::ZERO,
+            }
+        }
+    };
+    log_decision(&decision);
+    record(shared, job, decision).await;
+}
+
+/// Runs the handler on its own task so that a panic is caught, with the kind's timeout, and
+/// interrupted when shutdown's grace period ends.
+async fn run_guarded(
+    shared: &Shared,
+    future: BoxFuture<'static, JobResult>,
+    timeout: Option<Duration>,
+) -> RunEnd {
+    let mut task = tokio::spawn(future.instrument(tracing::Span::current()));
+    let mut interrupt = shared.interrupt.subscribe();
+    let deadline = async {
+        match timeout {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        joined = &mut task => RunEnd::Finished(match joined {
+            Ok(Ok(())) => RunOutcome::Completed,
+            Ok(Err(error)) => RunOutcome::Failed(error),
+            Err(join_error) if join_error.is_panic() => {
+                RunOutcome::Panicked(panic_message(join_error.into_panic()))
+            }
+            Err(_) => RunOutcome::Panicked(String::from("the job's task was cancelled")),
+        }),
+        () = deadline => {
+            task.abort();
+            RunEnd::Finished(RunOutcome::TimedOut(timeout.unwrap_or_default()))
+        }
+        _ = interrupt.wait_for(|interrupted| *interrupted) => {
+            task.abort();
+            RunEnd::Interrupted
+        }
+    }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let text = match payload.downcast::<String>() {
+        Ok(text) => *text,
+        Err(payload) => match payload.downcast::<&'static str>() {
+            Ok(text) => (*text).to_string(),
+            Err(_) => String::from("(a panic without a message)"),
+        },
+    };
+    format!("panicked: {text}")
+}
+
+fn log_decision(decision: &Decision) {
+    match decision {
+        Decision::Complete => tracing::debug!("done"),
+        Decision::Retry { delay, error } => tracing::warn!(
+            error.kind,
+            error.message,
+            ?delay,
+            "attempt failed; will retry"
+        ),
+        Decision::Dead { error } => {
+            tracing::error!(error.kind, error.message, "job is dead")
+        }
+        Decision::Snooze { delay } => tracing::debug!(?delay, "snoozed"),
+        Decision::Cancel { reason } => tracing::info!(reason, "cancelled"),
+    }
+}
+
+/// Writes the decision, retrying database errors while the lease may still hold. A lost lease
+/// drops the outcome: the job belongs to whoever holds it now.
+async fn record(shared: &Shared, job: &ClaimedJob, decision: Decision) {
+    let pool = &shared.pool;
+    let (id, token) = (job.id, job.lease_token);
+    let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    loop {
+        let written = match &decision {
+            Decision::Complete => store::complete(pool, id, token).await,
+            Decision::Retry { delay, error } => store::retry(pool, id, token, *delay, error).await,
+            Decision::Dead { error } => store::kill(pool, id, token, error).await,
+            Decision::Snooze { delay } => store::release(pool, id, token, *delay).await,
+            Decision::Cancel { reason } => store::cancel(pool, id, token, reason).await,
+        };
+        match written {
+            Ok(Fenced::Written) => return,
+            Ok(Fenced::LeaseLost) => {
+                tracing::warn!(
+                    "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
+                );
+                return;
+            }
+            Err(error) if shared.running.may_hold(id) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(%error, ?delay, "could not record the outcome; retrying");
+                tokio::time::sleep(delay).await;
+            }
+            Err(error) => {
+                tracing::error!(
+                    %error,
+                    "could not record the outcome before the lease ran out; the job will be rescued and run again"
+                );
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Wakes queue producers when enqueue announces ready work with NOTIFY.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
+
+use super::backoff::ReconnectBackoff;
+use super::Shared;
+use crate::sql::NOTIFY_CHANNEL;
+
+/// Listens for notifications until the worker stops, reconnecting after errors. After any
+/// reconnection every queue is woken, since notifications sent meanwhile are lost.
+pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Arc<Notify>>) {
+    let mut stop = shared.shutdown_requested.subscribe();
+    let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    let wake_all = || wakers.values().for_each(|wake| wake.notify_one());
+    loop {
+        let connected = async {
+            let mut listener = PgListener::connect_with(&shared.pool).await?;
+            listener.listen(NOTIFY_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let connected = tokio::select! {
+            connected = connected => connected,
+            _ = stop.wait_for(|stop| *stop) => return,
+        };
+        let mut listener = match connected {
+            Ok(listener) => listener,
+            Err(error) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(%error, ?delay, "LISTEN failed; polling meanwhile, retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => continue,
+                    _ = stop.wait_for(|stop| *stop) => return,
+                }
+            }
+        };
+        backoff.reset();
+        wake_all();
+        loop {
+            let received = tokio::select! {
+                received = listener.try_recv() => received,
+                _ = stop.wait_for(|stop| *stop) => return,
+            };
+            match received {
+                Ok(Some(notification)) => {
+                    if let Some(wake) = wakers.get(notification.payload()) {
+                        wake.notify_one();
+                    }
+                }
+                Ok(None) => {
+                    tracing::warn!("LISTEN connection lost; reconnecting");
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "LISTEN failed; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! One queue's claim loop: waits for free slots, claims as many ready jobs as there are free
+//! slots in one statement, and hands each to an executor.
+
+use std::sync::Arc;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use super::backoff::ReconnectBackoff;
+use super::executor::execute;
+use super::Shared;
+use crate::store;
+
+/// What a producer needs to know about its queue.
+pub struct QueuePlan {
+    /// The queue's name.
+    pub name: String,
+    /// Registered kinds routed to it.
+    pub kinds: Vec<&'static str>,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// Woken when work may have arrived.
+    pub wake: Arc<Notify>,
+}
+
+/// Claims and starts jobs of one queue until shutdown is requested; executors are spawned on
+/// `executors` so the worker can wait for them.
+pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracker) {
+    let slots = Arc::new(Semaphore::new(plan.concurrency));
+    let mut stop = shared.shutdown_requested.subscribe();
+    let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    loop {
+        let first = tokio::select! {
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+            _ = stop.wait_for(|stop| *stop) => return,
+        };
+        let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
+        while let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
+            permits.push(permit);
+        }
+        let wanted = permits.len();
+        let claimed = store::claim(
+            &shared.pool,
+            &plan.name,
+            &plan.kinds,
+            wanted,
+            shared.config.lease,
+        )
+        .await;
+        match claimed {
+            Ok(jobs) => {
+                backoff.reset();
+                let drained = jobs.len() < wanted;
+                {
+                    let executors = &executors;
+                    for job in jobs {
+                        let Some(permit) = permits.pop() else { break };
+                        executors.spawn(execute(Arc::clone(&shared), job, permit));
+                    }
+                }
+                drop(permits);
+                if drained {
+                    tokio::select! {
+                        () = plan.wake.notified() => {}
+                        () = tokio::time::sleep(shared.config.poll_interval) => {}
+                        _ = stop.wait_for(|stop| *stop) => return,
+                    }
+                }
+            }
+            Err(error) => {
+                drop(permits);
+                let delay = backoff.next_delay();
+                tracing::warn!(queue = plan.name, %error, ?delay, "claiming failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    _ = stop.wait_for(|stop| *stop) => return,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! # jobs: typed background jobs for Rust on PostgreSQL
+//!
+//! Record slow or flaky work in the same transaction as your data, return, and let a worker do
+//! it: retried with exponential backoff and jitter, dead-lettered loudly when it cannot succeed,
+//! never silently lost. Delivery is at least once: every job can run twice, so jobs are written
+//! to be safe to repeat.
+//!
+//! ```ignore
+//! use jobs::{job, JobContext, JobResult, State};
+//!
+//! #[job(max_attempts = 8, dedupe = "receipt:<order_id>")]
+//! async fn send_receipt(ctx: JobContext, mailer: State<Mailer>, order_id: i64) -> JobResult {
+//!     mailer.send_receipt(order_id).await?;
+//!     Ok(())
+//! }
+//!
+//! let mut tx = pool.begin().await?;
+//! insert_order(&mut tx, 1042).await?;
+//! send_receipt::enqueue_in(&mut tx, 1042).await?; // commits or rolls back with the order
+//! tx.commit().await?;
+//!
+//! jobs::migrate(&pool).await?;
+//! jobs::Worker::builder(pool).state(mailer).build()?.run_until(jobs::shutdown_signal()).await;
+//! ```
+//!
+//! ## `#[job(...)]` keys
+//!
+//! | key | meaning | default |
+//! |---|---|---|
+//! | `name` | the stable kind string stored with each job | the function's name |
+//! | `queue` | the queue jobs go to | `"default"` |
+//! | `max_attempts` | attempts in all, the first included (≥ 1) | 8 |
+//! | `priority` | higher runs first among ready jobs (i16) | 0 |
+//! | `timeout` | longest one run may take, e.g. `"5m"`; then it counts as a transient failure | none |
+//! | `backoff_base` | delay after the first failure | `"30s"` |
+//! | `backoff_max` | cap on any delay | `"1h"` |
+//! | `jitter` | fraction of each delay jitter may remove, 0.0 to 1.0 | 0.5 |
+//! | `dedupe` | key template such as `"receipt:<order_id>"`, placeholders naming arguments | none |
+//! | `dedupe_scope` | `"retained"` (while the row exists) or `"active"` (while pending) | `"retained"` |
+//! | `crate` | path to this crate when it is renamed and cannot be found | found from Cargo.toml |
+//!
+//! The macro generates, next to the function, a module of the same name with `Args` (the
+//! payload), `Job` (the kind), `enqueue_in`, `enqueue`, `builder`, `enqueue_many_in` and
+//! `enqueue_many`. The function itself stays callable as written, for unit tests.
+
+#![warn(missing_docs)]
+
+pub use jobs_core::*;
+pub use jobs_macros::{error_class, job};
+pub use jobs_postgres::worker::shutdown_signal;
+pub use jobs_postgres::{
+    enqueue_job, enqueue_jobs, migrate, EnqueueBuilder, EnqueueError, Enqueued, MigrateError,
+    MigrationReport, PgConnection, PgPool, Worker, WorkerBuilder, WorkerConfig, WorkerError,
+    WorkerHandle,
+};
+
+/// The PostgreSQL backend in full: SQL, store, worker internals' settings.
+pub mod postgres {
+    pub use jobs_postgres::*;
+}
+
+/// Support for tests: a fresh database per test, and a throwaway PostgreSQL when none runs.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use jobs_postgres::testing::*;
+}
+
+/// Items used by code that `#[job]` generates; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use jobs_core::__private::*;
+    pub use jobs_postgres::{enqueue_many, enqueue_many_in};
+}
