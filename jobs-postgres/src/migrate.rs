@@ -4,7 +4,7 @@
 //! serializes them and each migration is applied once. The history lives in `jobs_migrations`,
 //! apart from the application's own (sqlx's `_sqlx_migrations` or any other).
 
-use sqlx::{Connection, PgPool};
+use sqlx::{Executor, PgPool};
 
 use crate::sql;
 
@@ -61,8 +61,7 @@ pub struct MigrationReport {
 
 /// Brings the jobs schema up to date, in one transaction, safely from many processes at once.
 pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
-    let mut conn = pool.acquire().await?;
-    let mut tx = conn.begin().await?;
+    let mut tx = pool.begin().await?;
     sqlx::query(sql::LOCK_MIGRATIONS)
         .bind(sql::MIGRATION_LOCK_KEY)
         .execute(&mut *tx)
@@ -95,7 +94,8 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
             }
             Some(_) => continue,
             None => {
-                sqlx::raw_sql(migration.sql).execute(&mut *tx).await?;
+                // A plain string runs through the simple protocol, which allows many statements.
+                tx.execute(migration.sql).await?;
                 sqlx::query(sql::RECORD_MIGRATION)
                     .bind(migration.version)
                     .bind(migration.name)

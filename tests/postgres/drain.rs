@@ -1,0 +1,44 @@
+//! Many workers, many jobs: every job completed exactly once.
+
+use crate::support::{fast_config, start_worker, wait_until, Db};
+use crate::test_jobs::record_run;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_with_separate_pools_drain_2000_jobs_each_exactly_once() {
+    const JOBS: i64 = 2_000;
+    let db = Db::new().await;
+    let args = (0..JOBS).map(|n| record_run::Args {
+        label: format!("job-{n}"),
+    });
+    record_run::enqueue_many(&db.pool, args).await.unwrap();
+
+    let first_pool = db.other_pool(10).await;
+    let second_pool = db.other_pool(10).await;
+    let first = start_worker(&first_pool, &["record_run"], fast_config());
+    let second = start_worker(&second_pool, &["record_run"], fast_config());
+    wait_until("every job to be done", || {
+        let pool = db.pool.clone();
+        async move {
+            let done: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            done == JOBS
+        }
+    })
+    .await;
+    first.shutdown().await;
+    second.shutdown().await;
+
+    assert_eq!(db.count("SELECT count(*) FROM runs").await, JOBS);
+    assert_eq!(
+        db.count("SELECT count(DISTINCT job_id) FROM runs").await,
+        JOBS
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
+            .await,
+        0
+    );
+}

@@ -1,0 +1,134 @@
+//! Enqueue happens in the caller's transaction.
+
+use std::time::{Duration, SystemTime};
+
+use jobs::Enqueued;
+
+use crate::support::Db;
+use crate::test_jobs::{record_run, send_receipt};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_transaction_leaves_no_job() {
+    let db = Db::new().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let enqueued = record_run::enqueue_in(&mut tx, "gone".into())
+        .await
+        .unwrap();
+    assert!(enqueued.is_new());
+    tx.rollback().await.unwrap();
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_job_is_visible_only_after_commit() {
+    let db = Db::new().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let id = record_run::enqueue_in(&mut tx, "kept".into())
+        .await
+        .unwrap()
+        .id();
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 0);
+    tx.commit().await.unwrap();
+    let job = db.job(id).await;
+    assert_eq!(
+        (job.kind.as_str(), job.state.as_str(), job.attempts),
+        ("record_run", "ready", 0)
+    );
+    assert_eq!(job.max_attempts, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builder_sets_delay_run_at_priority_and_queue() {
+    let db = Db::new().await;
+    let delayed = record_run::builder("later".into())
+        .delay(Duration::from_secs(600))
+        .priority(7)
+        .queue("slow")
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    let at = record_run::builder("tomorrow".into())
+        .run_at(SystemTime::now() + Duration::from_secs(86_400))
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    let (queue, priority): (String, i16) =
+        sqlx::query_as("SELECT queue, priority FROM jobs_queue WHERE id = $1")
+            .bind(delayed)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((queue.as_str(), priority), ("slow", 7));
+    let delayed = db.job(delayed).await.ready_in_secs;
+    assert!((590.0..=600.0).contains(&delayed), "{delayed}");
+    let at = db.job(at).await.ready_in_secs;
+    assert!((86_390.0..=86_400.0).contains(&at), "{at}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_enqueue_writes_every_job_in_order_in_one_transaction() {
+    let db = Db::new().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let args = (0..500).map(|n| record_run::Args {
+        label: format!("job-{n}"),
+    });
+    let results = record_run::enqueue_many_in(&mut tx, args).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(results.len(), 500);
+    assert!(results.iter().all(|result| result.is_new()));
+    let labels: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, payload->>'label' FROM jobs_queue ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    for (position, (result, (id, label))) in results.iter().zip(&labels).enumerate() {
+        assert_eq!(result.id(), *id);
+        assert_eq!(label, &format!("job-{position}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_enqueue_applies_dedupe_per_row() {
+    let db = Db::new().await;
+    let existing = send_receipt::enqueue(&db.pool, 1).await.unwrap().id();
+    let args = [1, 2, 2, 3].map(|order_id| send_receipt::Args { order_id });
+    let results = send_receipt::enqueue_many(&db.pool, args).await.unwrap();
+    assert_eq!(results[0], Enqueued::Duplicate(existing));
+    assert!(results[1].is_new());
+    assert_eq!(results[2], Enqueued::Duplicate(results[1].id()));
+    assert!(results[3].is_new());
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_announces_ready_work_but_not_delayed_work() {
+    let db = Db::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener
+        .listen(jobs::postgres::sql::NOTIFY_CHANNEL)
+        .await
+        .unwrap();
+    let args = (0..50).map(|n| record_run::Args {
+        label: n.to_string(),
+    });
+    record_run::enqueue_many(&db.pool, args).await.unwrap();
+    let notification = listener.recv().await.unwrap();
+    assert_eq!(notification.payload(), "default");
+    // A delayed job announces nothing; the next notification is the one after it.
+    record_run::builder("later".into())
+        .delay(Duration::from_secs(60))
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+    record_run::builder("marker".into())
+        .queue("marker")
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+    let notification = listener.recv().await.unwrap();
+    assert_eq!(notification.payload(), "marker");
+}

@@ -1,0 +1,178 @@
+//! The job kinds the tests run. Each test's worker runs only the kinds it names.
+
+use std::time::Duration;
+
+use jobs::{job, ClassifyError, ErrorClass, JobContext, JobError, JobResult, State};
+use sqlx::PgPool;
+
+async fn record(pool: &PgPool, ctx: &JobContext) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO runs (job_id, attempt) VALUES ($1, $2)")
+        .bind(ctx.id())
+        .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+/// Records each run in `runs`.
+#[job]
+pub async fn record_run(ctx: JobContext, pool: State<PgPool>, label: String) -> JobResult {
+    let _ = label;
+    record(&pool, &ctx).await?;
+    Ok(())
+}
+
+/// Fails transiently on its first `failures` attempts, then succeeds.
+#[job(max_attempts = 5, backoff_base = "10ms", backoff_max = "40ms")]
+pub async fn flaky(ctx: JobContext, pool: State<PgPool>, failures: u32) -> JobResult {
+    record(&pool, &ctx).await?;
+    if ctx.attempt() <= failures {
+        return Err(JobError::transient(format!(
+            "outage, attempt {}",
+            ctx.attempt()
+        )));
+    }
+    Ok(())
+}
+
+/// Always fails transiently.
+#[job(max_attempts = 3, backoff_base = "10ms", backoff_max = "20ms")]
+pub async fn always_failing(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    Err(std::io::Error::other("connection refused"))?
+}
+
+/// Fails once with the default backoff, to check the retry schedule.
+#[job]
+pub async fn default_backoff(ctx: JobContext) -> JobResult {
+    Err(JobError::transient(format!(
+        "attempt {} failed",
+        ctx.attempt()
+    )))
+}
+
+/// Fails permanently.
+#[job(max_attempts = 8)]
+pub async fn bad_input(email: String) -> JobResult {
+    Err(JobError::permanent(format!(
+        "`{email}` is not an email address"
+    )))
+}
+
+/// The card was declined: a classified error, permanent wherever `?` meets it.
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+pub struct CardDeclined;
+
+#[jobs::error_class]
+impl ClassifyError for CardDeclined {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Permanent
+    }
+}
+
+/// Charges a card that is always declined.
+#[job(max_attempts = 8)]
+pub async fn charge_card(amount_cents: i64) -> Result<(), CardDeclined> {
+    let _ = amount_cents;
+    Err(CardDeclined)
+}
+
+/// Panics on its first attempt, succeeds on the next.
+#[job(max_attempts = 3, backoff_base = "10ms")]
+pub async fn panics_once(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    if ctx.attempt() == 1 {
+        panic!("invariant broken on first attempt");
+    }
+    Ok(())
+}
+
+/// Never finishes within its timeout.
+#[job(max_attempts = 1, timeout = "100ms")]
+pub async fn too_slow() -> JobResult {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+/// Snoozes on its first run, then completes.
+#[job(max_attempts = 1)]
+pub async fn snoozes_once(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE job_id = $1")
+        .bind(ctx.id())
+        .fetch_one(&*pool)
+        .await?;
+    record(&pool, &ctx).await?;
+    if runs == 0 {
+        return Err(JobError::snooze(Duration::from_millis(10)));
+    }
+    Ok(())
+}
+
+/// Cancels itself.
+#[job]
+pub async fn cancels() -> JobResult {
+    Err(JobError::cancel("order was refunded"))
+}
+
+/// A receipt, deduplicated per order for as long as the row exists.
+#[job(dedupe = "receipt:<order_id>")]
+pub async fn send_receipt(order_id: i64) -> JobResult {
+    let _ = order_id;
+    Ok(())
+}
+
+/// A sync, deduplicated per user only while one is pending.
+#[job(
+    dedupe = "sync:<user_id>",
+    dedupe_scope = "active",
+    queue = "sync",
+    priority = 3
+)]
+pub async fn sync_user(user_id: i64) -> JobResult {
+    let _ = user_id;
+    Ok(())
+}
+
+/// Waits for shutdown, then completes: a job that finishes within the grace period.
+#[job]
+pub async fn finishes_on_shutdown(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    ctx.shutdown_signal().await;
+    Ok(())
+}
+
+/// Ignores shutdown: a job that outlasts the grace period.
+#[job]
+pub async fn ignores_shutdown(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+/// Needs a state value that tests do not always give.
+pub struct Mailer;
+
+/// Needs `State<Mailer>`.
+#[job]
+pub async fn needs_mailer(mailer: State<Mailer>, to: String) -> JobResult {
+    let _ = (mailer, to);
+    Ok(())
+}
+
+/// Runs until the test inserts its id into `releases`: a long job whose length the test decides.
+#[job]
+pub async fn waits_for_release(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    loop {
+        let released: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM releases WHERE job_id = $1)")
+                .bind(ctx.id())
+                .fetch_one(&*pool)
+                .await?;
+        if released {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

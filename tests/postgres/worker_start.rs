@@ -1,0 +1,50 @@
+//! A worker refuses to start when it could not run its jobs, naming what is missing.
+
+use jobs::{Worker, WorkerError};
+
+use crate::support::Db;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_state_type_fails_at_start_naming_the_job_and_the_type() {
+    let db = Db::new().await;
+    let error = Worker::builder(db.pool.clone())
+        .kinds(["needs_mailer"])
+        .build()
+        .err()
+        .expect("the worker must refuse to start");
+    let message = error.to_string();
+    assert!(matches!(error, WorkerError::Registry(_)), "{message}");
+    assert!(message.contains("needs_mailer"), "{message}");
+    assert!(message.contains("Mailer"), "{message}");
+    let worker = Worker::builder(db.pool.clone())
+        .kinds(["needs_mailer"])
+        .state(crate::test_jobs::Mailer)
+        .build();
+    assert!(worker.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kind_name_fails_at_start() {
+    let db = Db::new().await;
+    let error = Worker::builder(db.pool.clone())
+        .kinds(["no_such_job"])
+        .build()
+        .err()
+        .expect("the worker must refuse to start");
+    assert!(error.to_string().contains("no_such_job"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_registered_kind_runs_on_its_queue_by_default() {
+    let db = Db::new().await;
+    let worker = Worker::builder(db.pool.clone())
+        .state(db.pool.clone())
+        .state(crate::test_jobs::Mailer)
+        .queue("extra", 2)
+        .build()
+        .unwrap();
+    let queues = worker.queues();
+    assert_eq!(queues.get("default"), Some(&16));
+    assert_eq!(queues.get("sync"), Some(&16));
+    assert_eq!(queues.get("extra"), Some(&2));
+}

@@ -1,0 +1,7 @@
+use jobs::error_class;
+
+#[error_class]
+#[derive(Debug)]
+struct PaymentError;
+
+fn main() {}

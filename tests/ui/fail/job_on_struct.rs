@@ -1,0 +1,8 @@
+use jobs::job;
+
+#[job]
+struct SendReceipt {
+    order_id: i64,
+}
+
+fn main() {}

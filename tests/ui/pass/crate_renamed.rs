@@ -1,0 +1,26 @@
+//! A crate that reaches `jobs` under another name points the macro at it with `crate = "..."`.
+
+extern crate jobs as renamed;
+
+use renamed::{job, JobKind, JobResult};
+
+#[job(crate = "renamed", queue = "email")]
+async fn send_receipt(order_id: i64) -> JobResult {
+    let _ = order_id;
+    Ok(())
+}
+
+mod nested {
+    use jobs as aliased_jobs;
+
+    #[aliased_jobs::job(crate = "aliased_jobs")]
+    pub async fn send_invoice(invoice_id: i64) -> aliased_jobs::JobResult {
+        let _ = invoice_id;
+        Ok(())
+    }
+}
+
+fn main() {
+    assert_eq!(<send_receipt::Job as JobKind>::OPTIONS.queue, "email");
+    assert_eq!(<nested::send_invoice::Job as JobKind>::NAME, "send_invoice");
+}
