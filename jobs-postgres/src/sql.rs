@@ -96,56 +96,29 @@ WHERE j.id = claimable.id
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
           j.dedupe_key, j.lease_token";
 
-/// Marks job `$1` done, if lease `$2` still holds it.
-pub const COMPLETE_JOB: &str = "
-UPDATE jobs_queue
-SET state = 'done', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-WHERE id = $1 AND lease_token = $2";
-
-/// Makes job `$1` ready again after `$3` seconds, keeping error `$5` of kind `$4`, if lease `$2`
-/// still holds it.
-pub const RETRY_JOB: &str = "
-UPDATE jobs_queue
-SET state = 'ready',
-    run_at = now() + make_interval(secs => $3),
+/// Records the outcomes of many runs in one statement, each fenced by its lease token.
+///
+/// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
+/// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
+/// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
+/// messages (NULL when there is no error to keep). Returns the ids whose lease still held: the
+/// others were taken by another worker or a rescue, and nothing was written for them.
+pub const RECORD_OUTCOMES: &str = "
+UPDATE jobs_queue AS j
+SET state = o.state,
+    run_at = CASE WHEN o.state = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
+    attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
+    finished_at = CASE WHEN o.state = 'ready' THEN NULL ELSE now() END,
     lease_token = NULL,
     lease_expires_at = NULL,
-    errors = errors || jsonb_build_array(jsonb_build_object(
-        'attempt', attempts, 'at', now(), 'kind', $4::text, 'error', $5::text))
-WHERE id = $1 AND lease_token = $2";
-
-/// Marks job `$1` dead, keeping error `$4` of kind `$3`, if lease `$2` still holds it.
-pub const KILL_JOB: &str = "
-UPDATE jobs_queue
-SET state = 'dead',
-    finished_at = now(),
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    errors = errors || jsonb_build_array(jsonb_build_object(
-        'attempt', attempts, 'at', now(), 'kind', $3::text, 'error', $4::text))
-WHERE id = $1 AND lease_token = $2";
-
-/// Makes job `$1` ready again after `$3` seconds without using an attempt, if lease `$2` still
-/// holds it. Used for snoozes and for jobs handed back at shutdown.
-pub const RELEASE_JOB: &str = "
-UPDATE jobs_queue
-SET state = 'ready',
-    attempts = attempts - 1,
-    run_at = now() + make_interval(secs => $3),
-    lease_token = NULL,
-    lease_expires_at = NULL
-WHERE id = $1 AND lease_token = $2";
-
-/// Marks job `$1` cancelled with reason `$3`, if lease `$2` still holds it.
-pub const CANCEL_JOB: &str = "
-UPDATE jobs_queue
-SET state = 'cancelled',
-    finished_at = now(),
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    errors = errors || jsonb_build_array(jsonb_build_object(
-        'attempt', attempts, 'at', now(), 'kind', 'cancelled', 'error', $3::text))
-WHERE id = $1 AND lease_token = $2";
+    errors = CASE WHEN o.error_kind IS NULL THEN j.errors
+                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                      'attempt', j.attempts, 'at', now(), 'kind', o.error_kind, 'error', o.error))
+             END
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[])
+     AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error)
+WHERE j.id = o.id AND j.lease_token = o.lease_token
+RETURNING j.id";
 
 /// Extends by `$3` seconds the leases of jobs `$1` still held with tokens `$2` (pairwise);
 /// returns the ids whose lease still holds.

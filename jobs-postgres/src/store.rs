@@ -1,8 +1,9 @@
 //! The worker's seam to the database: one function per operation, typed rows out.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use jobs_core::{AttemptError, JobId};
+use jobs_core::{Decision, JobId};
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
@@ -38,16 +39,6 @@ pub enum Fenced {
     LeaseLost,
 }
 
-impl Fenced {
-    fn from_rows(rows_affected: u64) -> Self {
-        if rows_affected == 0 {
-            Fenced::LeaseLost
-        } else {
-            Fenced::Written
-        }
-    }
-}
-
 /// Claims up to `limit` ready jobs of `kinds` from `queue`, leased for `lease`.
 pub async fn claim(
     pool: &PgPool,
@@ -65,82 +56,85 @@ pub async fn claim(
         .await
 }
 
-/// Marks a job done.
-pub async fn complete(pool: &PgPool, id: JobId, token: Uuid) -> Result<Fenced, sqlx::Error> {
-    let done = sqlx::query(sql::COMPLETE_JOB)
-        .bind(id)
-        .bind(token)
-        .execute(pool)
-        .await?;
-    Ok(Fenced::from_rows(done.rows_affected()))
+/// The outcome of one run, ready to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The job's id.
+    pub id: JobId,
+    /// The lease token of the claim that ran it.
+    pub lease_token: Uuid,
+    /// What to do with the job.
+    pub decision: Decision,
 }
 
-/// Makes a job ready again after `delay`, keeping the attempt's error.
-pub async fn retry(
+/// Writes many outcomes in one statement; returns, per outcome in order, whether its lease
+/// still held (and so whether it was written).
+pub async fn record_outcomes(
     pool: &PgPool,
-    id: JobId,
-    token: Uuid,
-    delay: Duration,
-    error: &AttemptError,
-) -> Result<Fenced, sqlx::Error> {
-    let done = sqlx::query(sql::RETRY_JOB)
-        .bind(id)
-        .bind(token)
-        .bind(delay.as_secs_f64())
-        .bind(error.kind)
-        .bind(&error.message)
-        .execute(pool)
+    outcomes: &[Outcome],
+) -> Result<Vec<Fenced>, sqlx::Error> {
+    let mut ids = Vec::with_capacity(outcomes.len());
+    let mut tokens = Vec::with_capacity(outcomes.len());
+    let mut states = Vec::with_capacity(outcomes.len());
+    let mut delays = Vec::with_capacity(outcomes.len());
+    let mut give_backs = Vec::with_capacity(outcomes.len());
+    let mut error_kinds: Vec<Option<&str>> = Vec::with_capacity(outcomes.len());
+    let mut errors: Vec<Option<&str>> = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        let (state, delay, give_back, error_kind, error) = match &outcome.decision {
+            Decision::Complete => ("done", Duration::ZERO, false, None, None),
+            Decision::Retry { delay, error } => (
+                "ready",
+                *delay,
+                false,
+                Some(error.kind),
+                Some(error.message.as_str()),
+            ),
+            Decision::Dead { error } => (
+                "dead",
+                Duration::ZERO,
+                false,
+                Some(error.kind),
+                Some(error.message.as_str()),
+            ),
+            Decision::Snooze { delay } => ("ready", *delay, true, None, None),
+            Decision::Cancel { reason } => (
+                "cancelled",
+                Duration::ZERO,
+                false,
+                Some("cancelled"),
+                Some(reason.as_str()),
+            ),
+        };
+        ids.push(outcome.id);
+        tokens.push(outcome.lease_token);
+        states.push(state);
+        delays.push(delay.as_secs_f64());
+        give_backs.push(give_back);
+        error_kinds.push(error_kind);
+        errors.push(error);
+    }
+    let written: Vec<JobId> = sqlx::query_scalar(sql::RECORD_OUTCOMES)
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&states)
+        .bind(&delays)
+        .bind(&give_backs)
+        .bind(&error_kinds)
+        .bind(&errors)
+        .fetch_all(pool)
         .await?;
-    Ok(Fenced::from_rows(done.rows_affected()))
-}
-
-/// Marks a job dead, keeping the attempt's error.
-pub async fn kill(
-    pool: &PgPool,
-    id: JobId,
-    token: Uuid,
-    error: &AttemptError,
-) -> Result<Fenced, sqlx::Error> {
-    let done = sqlx::query(sql::KILL_JOB)
-        .bind(id)
-        .bind(token)
-        .bind(error.kind)
-        .bind(&error.message)
-        .execute(pool)
-        .await?;
-    Ok(Fenced::from_rows(done.rows_affected()))
-}
-
-/// Makes a job ready again after `delay` without using an attempt.
-pub async fn release(
-    pool: &PgPool,
-    id: JobId,
-    token: Uuid,
-    delay: Duration,
-) -> Result<Fenced, sqlx::Error> {
-    let done = sqlx::query(sql::RELEASE_JOB)
-        .bind(id)
-        .bind(token)
-        .bind(delay.as_secs_f64())
-        .execute(pool)
-        .await?;
-    Ok(Fenced::from_rows(done.rows_affected()))
-}
-
-/// Marks a job cancelled with a reason.
-pub async fn cancel(
-    pool: &PgPool,
-    id: JobId,
-    token: Uuid,
-    reason: &str,
-) -> Result<Fenced, sqlx::Error> {
-    let done = sqlx::query(sql::CANCEL_JOB)
-        .bind(id)
-        .bind(token)
-        .bind(reason)
-        .execute(pool)
-        .await?;
-    Ok(Fenced::from_rows(done.rows_affected()))
+    let written: HashSet<JobId> = written.into_iter().collect();
+    Ok(ids
+        .iter()
+        .map(|id| {
+            if written.contains(id) {
+                Fenced::Written
+            } else {
+                Fenced::LeaseLost
+            }
+        })
+        .collect())
 }
 
 /// Extends the leases of the given jobs by `lease`; returns the ids whose lease still held.

@@ -1,10 +1,26 @@
 //! Many workers, many jobs: every job completed exactly once.
 
+use jobs::postgres::worker::Completion;
+use jobs::WorkerConfig;
+
 use crate::support::{fast_config, start_worker, wait_until, Db};
 use crate::test_jobs::record_run;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_with_separate_pools_drain_2000_jobs_each_exactly_once() {
+    drain_with_two_workers(fast_config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_job_completion_drains_2000_jobs_each_exactly_once() {
+    let config = WorkerConfig {
+        completion: Completion::PerJob,
+        ..fast_config()
+    };
+    drain_with_two_workers(config).await;
+}
+
+async fn drain_with_two_workers(config: WorkerConfig) {
     const JOBS: i64 = 2_000;
     let db = Db::new().await;
     let args = (0..JOBS).map(|n| record_run::Args {
@@ -14,8 +30,8 @@ async fn two_workers_with_separate_pools_drain_2000_jobs_each_exactly_once() {
 
     let first_pool = db.other_pool(10).await;
     let second_pool = db.other_pool(10).await;
-    let first = start_worker(&first_pool, &["record_run"], fast_config());
-    let second = start_worker(&second_pool, &["record_run"], fast_config());
+    let first = start_worker(&first_pool, &["record_run"], config.clone());
+    let second = start_worker(&second_pool, &["record_run"], config);
     wait_until("every job to be done", || {
         let pool = db.pool.clone();
         async move {

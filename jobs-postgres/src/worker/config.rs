@@ -26,6 +26,30 @@ pub struct WorkerConfig {
     pub listen: bool,
     /// Longest wait between attempts to reach the database after an error. Default 5 s.
     pub max_reconnect_delay: Duration,
+    /// How outcomes are written. Default: batched, up to 500 per statement.
+    pub completion: Completion,
+}
+
+/// How a worker writes the outcomes of runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// Outcomes go to one completer that writes all that have accumulated in one statement
+    /// (group commit): no added wait when idle, few statements under load. A crash can lose
+    /// the outcomes handed over but not yet written, up to one batch plus those queued: those
+    /// jobs run again once their lease expires.
+    Batched {
+        /// Most outcomes written by one statement.
+        max_batch: usize,
+    },
+    /// Each executor writes its own outcome before freeing its slot: one statement per job; a
+    /// crash loses only the outcomes of runs in progress.
+    PerJob,
+}
+
+impl Default for Completion {
+    fn default() -> Self {
+        Completion::Batched { max_batch: 500 }
+    }
 }
 
 impl Default for WorkerConfig {
@@ -40,6 +64,7 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             listen: true,
             max_reconnect_delay: Duration::from_secs(5),
+            completion: Completion::default(),
         }
     }
 }
@@ -78,6 +103,9 @@ impl WorkerConfig {
         }
         if self.default_concurrency == 0 {
             return fail("default_concurrency", "must be at least 1");
+        }
+        if self.completion == (Completion::Batched { max_batch: 0 }) {
+            return fail("completion", "a batch must hold at least 1 outcome");
         }
         if self.max_reconnect_delay.is_zero() {
             return fail("max_reconnect_delay", "must be longer than zero");

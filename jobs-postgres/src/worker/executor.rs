@@ -1,5 +1,5 @@
 //! Runs one claimed job: decode, call the handler on its own task with panics caught and the
-//! timeout applied, decide what follows, and write it back fenced by the lease token.
+//! timeout applied, decide what follows, and hand the outcome to the completer.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -11,9 +11,8 @@ use jobs_core::{
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use super::backoff::ReconnectBackoff;
-use super::Shared;
-use crate::store::{self, ClaimedJob, Fenced};
+use super::{completer, Shared};
+use crate::store::{ClaimedJob, Outcome};
 
 /// How a run ended, including the case where the worker interrupted it.
 enum RunEnd {
@@ -22,7 +21,8 @@ enum RunEnd {
     Interrupted,
 }
 
-/// Runs `job` to its outcome and records it. Holds `permit` (a slot of the queue) until done.
+/// Runs `job` and hands its outcome to the completer. Holds `permit` (a slot of the queue)
+/// until the run is over.
 pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
     let span = tracing::info_span!(
         "job",
@@ -34,24 +34,35 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
     shared
         .running
         .insert(job.id, job.lease_token, shared.config.lease);
-    run_and_record(&shared, &job).instrument(span).await;
-    shared.running.remove(job.id);
-    drop(permit);
+    let decision = run(&shared, &job).instrument(span).await;
+    let outcome = Outcome {
+        id: job.id,
+        lease_token: job.lease_token,
+        decision,
+    };
+    // The completer forgets the job once its outcome is written.
+    match &shared.completer {
+        Some(completer) => {
+            drop(permit);
+            if let Err(unsent) = completer.send(outcome) {
+                completer::write(&shared, vec![unsent.0]).await;
+            }
+        }
+        None => {
+            completer::write(&shared, vec![outcome]).await;
+            drop(permit);
+        }
+    }
 }
 
-async fn run_and_record(shared: &Shared, job: &ClaimedJob) {
+/// Runs the job and decides what follows.
+async fn run(shared: &Shared, job: &ClaimedJob) -> Decision {
     let Some(registration) = shared.registry.get(&job.kind).copied() else {
         // Claims ask only for registered kinds, so this is a bug; hand the job back untouched.
         tracing::error!("claimed a job of a kind this worker does not run; handing it back");
-        record(
-            shared,
-            job,
-            Decision::Snooze {
-                delay: Duration::ZERO,
-            },
-        )
-        .await;
-        return;
+        return Decision::Snooze {
+            delay: Duration::ZERO,
+        };
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
     let context = JobContext::new(
@@ -88,7 +99,7 @@ async fn run_and_record(shared: &Shared, job: &ClaimedJob) {
         }
     };
     log_decision(&decision);
-    record(shared, job, decision).await;
+    decision
 }
 
 /// Runs the handler on its own task so that a panic is caught, with the kind's timeout, and
@@ -151,43 +162,5 @@ fn log_decision(decision: &Decision) {
         }
         Decision::Snooze { delay } => tracing::debug!(?delay, "snoozed"),
         Decision::Cancel { reason } => tracing::info!(reason, "cancelled"),
-    }
-}
-
-/// Writes the decision, retrying database errors while the lease may still hold. A lost lease
-/// drops the outcome: the job belongs to whoever holds it now.
-async fn record(shared: &Shared, job: &ClaimedJob, decision: Decision) {
-    let pool = &shared.pool;
-    let (id, token) = (job.id, job.lease_token);
-    let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
-    loop {
-        let written = match &decision {
-            Decision::Complete => store::complete(pool, id, token).await,
-            Decision::Retry { delay, error } => store::retry(pool, id, token, *delay, error).await,
-            Decision::Dead { error } => store::kill(pool, id, token, error).await,
-            Decision::Snooze { delay } => store::release(pool, id, token, *delay).await,
-            Decision::Cancel { reason } => store::cancel(pool, id, token, reason).await,
-        };
-        match written {
-            Ok(Fenced::Written) => return,
-            Ok(Fenced::LeaseLost) => {
-                tracing::warn!(
-                    "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
-                );
-                return;
-            }
-            Err(error) if shared.running.may_hold(id) => {
-                let delay = backoff.next_delay();
-                tracing::warn!(%error, ?delay, "could not record the outcome; retrying");
-                tokio::time::sleep(delay).await;
-            }
-            Err(error) => {
-                tracing::error!(
-                    %error,
-                    "could not record the outcome before the lease ran out; the job will be rescued and run again"
-                );
-                return;
-            }
-        }
     }
 }

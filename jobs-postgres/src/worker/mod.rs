@@ -7,6 +7,7 @@
 //! held), [`config`] (settings).
 
 mod backoff;
+mod completer;
 pub mod config;
 mod executor;
 mod listener;
@@ -21,13 +22,15 @@ use std::sync::Arc;
 
 use jobs_core::{JobRegistration, Registry, RegistryError, StateMap};
 use sqlx::PgPool;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
-pub use config::{ConfigError, WorkerConfig};
+pub use config::{Completion, ConfigError, WorkerConfig};
 use producer::QueuePlan;
 use running::RunningJobs;
+
+use crate::store::Outcome;
 pub use signal::shutdown_signal;
 
 /// Why a worker refuses to start.
@@ -52,6 +55,8 @@ pub(crate) struct Shared {
     pub(crate) states: StateMap,
     pub(crate) config: WorkerConfig,
     pub(crate) running: RunningJobs,
+    /// Where executors hand their outcomes, in batched completion.
+    pub(crate) completer: Option<mpsc::UnboundedSender<Outcome>>,
     /// Set when shutdown begins: stop claiming; jobs can see it in their context.
     pub(crate) shutdown_requested: watch::Sender<bool>,
     /// Set when the grace period is over: interrupt running jobs and hand them back.
@@ -193,17 +198,25 @@ impl Worker {
     /// Starts the worker on the current tokio runtime and returns a handle to stop it.
     pub fn start(self) -> WorkerHandle {
         let (request, requested) = watch::channel(false);
+        let (completer, outcomes) = match self.config.completion {
+            Completion::Batched { max_batch } => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                (Some(sender), Some((receiver, max_batch)))
+            }
+            Completion::PerJob => (None, None),
+        };
         let shared = Arc::new(Shared {
             pool: self.pool,
             registry: self.registry,
             states: self.states,
             config: self.config,
             running: RunningJobs::default(),
+            completer,
             shutdown_requested: watch::Sender::new(false),
             interrupt: watch::Sender::new(false),
             stopped: watch::Sender::new(false),
         });
-        let supervisor = tokio::spawn(supervise(shared, self.queues, requested));
+        let supervisor = tokio::spawn(supervise(shared, self.queues, requested, outcomes));
         WorkerHandle {
             request,
             supervisor,
@@ -242,7 +255,17 @@ async fn supervise(
     shared: Arc<Shared>,
     queues: BTreeMap<String, usize>,
     mut requested: watch::Receiver<bool>,
+    outcomes: Option<(mpsc::UnboundedReceiver<Outcome>, usize)>,
 ) {
+    let (drain, drained) = watch::channel(false);
+    let completer = outcomes.map(|(outcomes, max_batch)| {
+        tokio::spawn(completer::complete(
+            Arc::clone(&shared),
+            outcomes,
+            drained,
+            max_batch,
+        ))
+    });
     let kinds: Vec<&'static str> = shared
         .registry
         .iter()
@@ -294,6 +317,10 @@ async fn supervise(
         );
         shared.interrupt.send_replace(true);
         executors.wait().await;
+    }
+    drain.send_replace(true);
+    if let Some(completer) = completer {
+        let _ = completer.await;
     }
     shared.stopped.send_replace(true);
     let _ = heartbeat.await;
