@@ -48,6 +48,12 @@ impl StateMap {
         self.values.insert(TypeId::of::<T>(), Arc::new(value));
     }
 
+    /// Adds (or replaces) the value of type `T`, already shared with the rest of the
+    /// application.
+    pub fn insert_shared<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
+        self.values.insert(TypeId::of::<T>(), value);
+    }
+
     /// The value of type `T`, when present.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<State<T>> {
         let value = self.values.get(&TypeId::of::<T>())?;

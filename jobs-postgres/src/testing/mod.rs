@@ -1,35 +1,48 @@
-//! Temporary.
-#![allow(missing_docs)]
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgPool};
-use std::str::FromStr;
-pub struct TestDatabase {
-    name: String,
-    url: String,
-}
-impl TestDatabase {
-    pub async fn create() -> Result<Self, sqlx::Error> {
-        let admin = std::env::var("DATABASE_URL")
-            .unwrap_or("postgres://root@127.0.0.1:5432/postgres".into());
-        let name = format!("jobs_tmp_{}_{}", std::process::id(), rand::random::<u32>());
-        let mut conn = PgConnectOptions::from_str(&admin)?.connect().await?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await?;
-        conn.close().await?;
-        let url = format!("postgres://root@127.0.0.1:5432/{name}");
-        Ok(Self { name, url })
-    }
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-    pub async fn pool(&self, n: u32) -> Result<PgPool, sqlx::Error> {
-        PgPoolOptions::new()
-            .max_connections(n)
-            .connect(&self.url)
-            .await
-    }
-}
+//! Test support: PostgreSQL servers and databases for tests and examples.
+//!
+//! Enabled by the `testing` feature. Three pieces:
+//!
+//! - [`server_url`] finds a PostgreSQL server to create databases on:
+//!   `DATABASE_URL` if set, else a local server on 127.0.0.1:5432 or the
+//!   usual unix socket directories, else a throwaway cluster started once per
+//!   process (when PostgreSQL's server binaries are installed). Without any of
+//!   these it fails with [`ServerError::NoPostgres`], which says what to do.
+//! - [`TestDatabase`] is a fresh database with a unique name on that server,
+//!   dropped (with `WITH (FORCE)`) when it is dropped: one per test, so tests
+//!   run in parallel without seeing each other's data.
+//! - [`ThrowawayCluster`] is a private PostgreSQL cluster in a temporary
+//!   directory on a free port, which can be stopped and started again on the
+//!   same port: for tests of how the system behaves while the database is
+//!   down. Create databases on it with [`TestDatabase::create_on`].
+//!
+//! Servers started here never outlive the test process: a watchdog process
+//! stops them and removes their files when the process exits, even when it
+//! is killed.
+//!
+//! ```no_run
+//! use jobs_postgres::testing::{TestDatabase, ThrowawayCluster};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! // A database on the shared server.
+//! let db = TestDatabase::create().await?;
+//! let pool = db.pool(4).await?;
+//!
+//! // An outage: a private cluster, down for a while.
+//! let cluster = ThrowawayCluster::start().await?;
+//! let chaos_db = TestDatabase::create_on(&cluster.url()).await?;
+//! let chaos_pool = chaos_db.pool(4).await?;
+//! cluster.stop().await?;
+//! // ... the server is unreachable here ...
+//! cluster.start_again().await?;
+//! # drop((pool, chaos_pool));
+//! # Ok(())
+//! # }
+//! ```
+
+mod cluster;
+mod database;
+mod server;
+
+pub use cluster::{ClusterError, ThrowawayCluster};
+pub use database::{with_database, TestDatabase, TestDatabaseError};
+pub use server::{server_url, throwaway_server_url, ServerError, DATABASE_URL_VAR};

@@ -83,6 +83,13 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a state value that the application also holds: jobs taking `State<T>` see the
+    /// same value.
+    pub fn shared_state<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.states.insert_shared(value);
+        self
+    }
+
     /// Replaces the settings (see [`WorkerConfig`] for the defaults).
     pub fn config(mut self, config: WorkerConfig) -> Self {
         self.config = config;

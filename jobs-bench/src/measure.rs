@@ -1,0 +1,78 @@
+//! Helpers shared by workloads: a fresh database per run, waiting for a drain, statistics.
+
+use std::time::{Duration, Instant};
+
+use jobs::postgres::testing::TestDatabase;
+use sqlx::PgPool;
+
+/// A fresh, migrated database and a pool to it.
+pub struct Fresh {
+    pub database: TestDatabase,
+    pub pool: PgPool,
+}
+
+impl Fresh {
+    /// Creates it, with `connections` in the pool.
+    pub async fn new(connections: u32) -> Result<Self, Box<dyn std::error::Error>> {
+        let database = TestDatabase::create().await?;
+        let pool = database.pool(connections).await?;
+        jobs::migrate(&pool).await?;
+        Ok(Self { database, pool })
+    }
+
+    /// `VACUUM ANALYZE` the job table, before measuring.
+    pub async fn vacuum(&self) -> Result<(), sqlx::Error> {
+        sqlx::query("VACUUM ANALYZE jobs_queue")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Inserts `count` ready `noop` jobs with plain SQL, outside any measurement.
+pub async fn insert_ready_noops(pool: &PgPool, count: usize) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+         SELECT 'noop', 'default', jsonb_build_object('n', n), 8 FROM generate_series(1, $1) AS n",
+    )
+    .bind(i64::try_from(count).unwrap_or(i64::MAX))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Waits until no job is ready or running, polling every 5 ms; returns when it saw that.
+pub async fn wait_until_drained(pool: &PgPool, deadline: Duration) -> Result<Instant, String> {
+    let give_up = Instant::now() + deadline;
+    loop {
+        let pending: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM jobs_queue WHERE state IN ('ready', 'running'))",
+        )
+        .fetch_one(pool)
+        .await
+        .map_err(|error| error.to_string())?;
+        if !pending {
+            return Ok(Instant::now());
+        }
+        if Instant::now() > give_up {
+            return Err(format!("not drained within {deadline:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Median, min and max of a non-empty list.
+pub fn spread(values: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    (median, sorted[0], sorted[sorted.len() - 1])
+}
+
+/// The value at quantile `q` (0 to 1) of a non-empty list.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let position = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[position]
+}

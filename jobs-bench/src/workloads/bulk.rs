@@ -1,0 +1,38 @@
+//! Bulk enqueue of many jobs in one round trip vs `COPY` of the same rows.
+
+use std::time::Instant;
+
+use crate::kinds::noop;
+use crate::measure::Fresh;
+use crate::options::Options;
+use crate::raw;
+use crate::report::Report;
+use crate::workloads::enqueue::order;
+
+pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
+    let (mut framework, mut ceiling) = (Vec::new(), Vec::new());
+    for run in 0..options.runs {
+        let fresh = Fresh::new(2).await?;
+        fresh.vacuum().await?;
+        let mut conn = fresh.pool.acquire().await?;
+        for side in order(run) {
+            let started = Instant::now();
+            if side {
+                let args = (0..options.bulk_jobs as i64).map(|n| noop::Args { n });
+                noop::enqueue_many_in(&mut conn, args).await?;
+                framework.push(options.bulk_jobs as f64 / started.elapsed().as_secs_f64());
+            } else {
+                raw::copy_jobs(&mut conn, options.bulk_jobs).await?;
+                ceiling.push(options.bulk_jobs as f64 / started.elapsed().as_secs_f64());
+            }
+        }
+    }
+    report.ratio(
+        &format!("bulk enqueue {} jobs", options.bulk_jobs),
+        &framework,
+        &ceiling,
+        "jobs/s",
+        ">= 0.8",
+    );
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! One job per transaction, next to a business row, vs the same transaction with a plain insert.
+
+use std::time::Instant;
+
+use sqlx::PgPool;
+
+use crate::kinds::noop;
+use crate::measure::Fresh;
+use crate::options::Options;
+use crate::raw;
+use crate::report::Report;
+
+pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
+    let (mut framework, mut ceiling) = (Vec::new(), Vec::new());
+    for run in 0..options.runs {
+        let fresh = Fresh::new(options.enqueue_connections as u32 + 1).await?;
+        sqlx::query("CREATE TABLE business (id bigserial PRIMARY KEY, note text NOT NULL)")
+            .execute(&fresh.pool)
+            .await?;
+        fresh.vacuum().await?;
+        let per_connection = options.single_enqueues / options.enqueue_connections;
+        for side in order(run) {
+            let rate = measure(
+                &fresh.pool,
+                options.enqueue_connections,
+                per_connection,
+                side,
+            )
+            .await?;
+            if side {
+                framework.push(rate)
+            } else {
+                ceiling.push(rate)
+            }
+        }
+    }
+    report.ratio(
+        "enqueue, 1 job per tx",
+        &framework,
+        &ceiling,
+        "tx/s",
+        ">= 0.85",
+    );
+    Ok(())
+}
+
+/// Which side runs first alternates between runs: `true` is the framework.
+pub fn order(run: usize) -> [bool; 2] {
+    if run % 2 == 0 {
+        [true, false]
+    } else {
+        [false, true]
+    }
+}
+
+async fn measure(
+    pool: &PgPool,
+    connections: usize,
+    per_connection: usize,
+    framework: bool,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for connection in 0..connections {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..per_connection {
+                let id = (connection * per_connection + n) as i64;
+                let mut tx = pool.begin().await?;
+                sqlx::query("INSERT INTO business (note) VALUES ('order')")
+                    .execute(&mut *tx)
+                    .await?;
+                if framework {
+                    noop::enqueue_in(&mut tx, id)
+                        .await
+                        .map_err(|error| sqlx::Error::Protocol(error.to_string()))?;
+                } else {
+                    sqlx::query(raw::INSERT_ONE)
+                        .bind(sqlx::types::Json(serde_json::json!({ "n": id })))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok((connections * per_connection) as f64 / started.elapsed().as_secs_f64())
+}

@@ -1,0 +1,126 @@
+//! Drain rate while another connection holds a transaction open, pinning the xmin horizon, and
+//! after it ends.
+
+use std::time::{Duration, Instant};
+
+use jobs::postgres::worker::Completion;
+use sqlx::Connection;
+
+use crate::measure::{insert_ready_noops, spread, Fresh};
+use crate::options::Options;
+use crate::report::Report;
+use crate::workloads::drain::start_worker;
+
+const CONCURRENCY: usize = 16;
+const BASELINE_SECS: u64 = 10;
+const AFTER_SECS: u64 = 30;
+/// Ready jobs kept in the table so the worker never runs dry.
+const BACKLOG: i64 = 50_000;
+
+pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
+    let fresh = Fresh::new(CONCURRENCY as u32 + 8).await?;
+    insert_ready_noops(&fresh.pool, BACKLOG as usize).await?;
+    fresh.vacuum().await?;
+    let worker = start_worker(&fresh.pool, CONCURRENCY, Completion::default())?;
+
+    let hold = Duration::from_secs(options.hold_secs);
+    let total = Duration::from_secs(BASELINE_SECS) + hold + Duration::from_secs(AFTER_SECS);
+    let started = Instant::now();
+    let mut holder: Option<sqlx::PgConnection> = None;
+    let mut held_from = None;
+    let mut released_at = None;
+    let mut samples: Vec<(f64, f64)> = Vec::new(); // (seconds since start, jobs done in that second)
+    let mut last_done = done_count(&fresh.pool).await?;
+    let mut next_tick = started + Duration::from_secs(1);
+    while started.elapsed() < total {
+        tokio::time::sleep_until(next_tick.into()).await;
+        next_tick += Duration::from_secs(1);
+        let done = done_count(&fresh.pool).await?;
+        samples.push((started.elapsed().as_secs_f64(), (done - last_done) as f64));
+        last_done = done;
+        let ready: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'ready'")
+                .fetch_one(&fresh.pool)
+                .await?;
+        if ready < BACKLOG {
+            insert_ready_noops(&fresh.pool, BACKLOG as usize).await?;
+        }
+        let elapsed = started.elapsed();
+        if holder.is_none() && held_from.is_none() && elapsed >= Duration::from_secs(BASELINE_SECS)
+        {
+            let mut conn = sqlx::PgConnection::connect(fresh.database.url()).await?;
+            sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                .execute(&mut conn)
+                .await?;
+            sqlx::query("SELECT count(*) FROM pg_class")
+                .execute(&mut conn)
+                .await?;
+            holder = Some(conn);
+            held_from = Some(elapsed.as_secs_f64());
+        }
+        if let (Some(from), Some(_)) = (held_from, holder.as_ref()) {
+            if elapsed.as_secs_f64() >= from + hold.as_secs_f64() {
+                if let Some(mut conn) = holder.take() {
+                    sqlx::query("COMMIT").execute(&mut conn).await?;
+                }
+                released_at = Some(elapsed.as_secs_f64());
+            }
+        }
+    }
+    worker.shutdown().await;
+
+    let held_from = held_from.unwrap_or(f64::MAX);
+    let released_at = released_at.unwrap_or(f64::MAX);
+    let baseline: Vec<f64> = samples
+        .iter()
+        .filter(|(at, _)| *at > 2.0 && *at <= held_from)
+        .map(|(_, n)| *n)
+        .collect();
+    let during: Vec<f64> = samples
+        .iter()
+        .filter(|(at, _)| *at > held_from + 1.0 && *at <= released_at)
+        .map(|(_, n)| *n)
+        .collect();
+    let after: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|(at, _)| *at > released_at)
+        .copied()
+        .collect();
+    let (baseline_rate, _, _) = spread(&baseline);
+    let (_, during_min, _) = spread(&during);
+    let during_end = during.iter().rev().take(5).sum::<f64>() / during.len().clamp(1, 5) as f64;
+    let recovered = after
+        .windows(3)
+        .find(|window| window.iter().all(|(_, n)| *n >= 0.9 * baseline_rate))
+        .map(|window| window[0].0 - released_at);
+    report.line(
+        &format!("held xmin for {} s, C={CONCURRENCY}", options.hold_secs),
+        format!("baseline {baseline_rate:.0} jobs/s"),
+        String::from("(the same worker before the hold)"),
+        format!(
+            "lowest second {:.2}x, last 5 s of hold {:.2}x, back to 0.9x {}",
+            during_min / baseline_rate,
+            during_end / baseline_rate,
+            recovered.map_or_else(
+                || String::from("not within 30 s"),
+                |secs| format!("{secs:.0} s after")
+            ),
+        ),
+        ">= 0.5x throughout; back within 30 s",
+    );
+    let timeline: Vec<String> = samples
+        .iter()
+        .map(|(at, n)| format!("{at:.0}s:{n:.0}"))
+        .collect();
+    report.note(format!(
+        "held-xmin timeline (jobs done per second): {}",
+        timeline.join(" ")
+    ));
+    Ok(())
+}
+
+async fn done_count(pool: &sqlx::PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
+        .fetch_one(pool)
+        .await
+}
