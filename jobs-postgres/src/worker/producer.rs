@@ -29,6 +29,9 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
     let slots = Arc::new(Semaphore::new(plan.concurrency));
     let mut stop = shared.shutdown_requested.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    let half = u32::try_from((plan.concurrency / 2).max(1)).unwrap_or(u32::MAX);
+    // Whether the last claim filled every free slot: the queue has more work than slots.
+    let mut busy = false;
     loop {
         let first = tokio::select! {
             permit = Arc::clone(&slots).acquire_owned() => match permit {
@@ -38,6 +41,19 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
             _ = stop.wait_for(|stop| *stop) => return,
         };
         let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
+        let window = shared.config.claim_batch_window;
+        if busy && !window.is_zero() && half > 1 {
+            // Under load, wait briefly for half the slots so one claim carries more jobs.
+            let more = Arc::clone(&slots).acquire_many_owned(half - 1);
+            if let Ok(Ok(mut more)) = tokio::time::timeout(window, more).await {
+                while more.num_permits() > 0 {
+                    match more.split(1) {
+                        Some(one) => permits.push(one),
+                        None => break,
+                    }
+                }
+            }
+        }
         while let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
             permits.push(permit);
         }
@@ -54,6 +70,7 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
             Ok(jobs) => {
                 backoff.reset();
                 let drained = jobs.len() < wanted;
+                busy = !drained;
                 {
                     let executors = &executors;
                     for job in jobs {
@@ -71,6 +88,7 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
                 }
             }
             Err(error) => {
+                busy = false;
                 drop(permits);
                 let delay = backoff.next_delay();
                 tracing::warn!(queue = plan.name, %error, ?delay, "claiming failed; retrying");
