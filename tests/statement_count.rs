@@ -62,9 +62,9 @@ struct StatementVisitor(Option<String>);
 
 impl Visit for StatementVisitor {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "db.statement" && !value.is_empty() {
-            self.0 = Some(value.to_string());
-        } else if field.name() == "summary" && self.0.is_none() {
+        let is_full_statement = field.name() == "db.statement" && !value.is_empty();
+        let is_summary = field.name() == "summary" && self.0.is_none();
+        if is_full_statement || is_summary {
             self.0 = Some(value.to_string());
         }
     }

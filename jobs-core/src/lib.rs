@@ -37,9 +37,7 @@ pub use state::{State, StateMap, StateRequirement};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::kind::{decode_args, require_state};
-    pub use crate::macro_support::{
-        assert_payload_type, assert_send_future, IntoJobResult, JobArgument,
-    };
+    pub use crate::macro_support::*;
     pub use inventory;
     pub use serde;
     pub use serde_json;

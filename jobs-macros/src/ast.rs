@@ -1,15 +1,19 @@
 //! A view of the `async fn` under `#[job]`: which parameters are data and which are supplied by
 //! the worker, keeping the original syntax nodes for their spans.
 
+use proc_macro2::{TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Type};
 
 use crate::errors::Errors;
+use crate::resolve::type_in_module;
 
 /// A parameter of the job function.
 pub enum Param {
     /// `JobContext`: supplied by the worker.
     Context,
-    /// `State<T>`: shared application state of type `T`, supplied by the worker.
+    /// `State<T>`: shared application state of type `T` (as written in the generated module),
+    /// supplied by the worker.
     State(Type),
     /// A data argument: part of the stored payload.
     Data(DataArg),
@@ -18,6 +22,7 @@ pub enum Param {
 /// A data argument: a field of the generated payload type.
 pub struct DataArg {
     pub ident: Ident,
+    /// The type as written in the generated module (see [`crate::resolve`]), with its spans.
     pub ty: Type,
 }
 
@@ -53,6 +58,12 @@ impl JobFn {
                 "#[job] functions must be `async fn`: jobs run on the worker's async runtime",
             );
         }
+        if let Some(unsafety) = &signature.unsafety {
+            errors.error(
+                unsafety,
+                "#[job] functions cannot be `unsafe`: the worker calls them, and cannot uphold their safety conditions",
+            );
+        }
         if !signature.generics.params.is_empty() || signature.generics.where_clause.is_some() {
             errors.error(
                 &signature.generics,
@@ -68,7 +79,11 @@ impl JobFn {
                 ),
                 FnArg::Typed(typed) => match &*typed.pat {
                     Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
-                        params.push(classify(pat.ident.clone(), (*typed.ty).clone()));
+                        let param = classify(pat.ident.clone(), (*typed.ty).clone());
+                        if let Param::Data(arg) = &param {
+                            check_data_type(&arg.ty, errors);
+                        }
+                        params.push(param);
                     }
                     other => errors.error(
                         other,
@@ -81,14 +96,75 @@ impl JobFn {
     }
 }
 
+/// Rejects data argument types that cannot be a field of the stored payload, whatever traits
+/// they implement: borrowed types and `impl Trait`.
+fn check_data_type(ty: &Type, errors: &mut Errors) {
+    if let Type::Reference(reference) = ty {
+        let by_value = if last_segment_is(&reference.elem, "JobContext") {
+            Some("take the context by value, like `ctx: JobContext`: each run gets its own")
+        } else if state_inner(&reference.elem).is_some() {
+            Some("take state by value, like `mailer: State<Mailer>`: `State` is a shared handle")
+        } else {
+            None
+        };
+        if let Some(message) = by_value {
+            errors.error(reference.and_token, message);
+            return;
+        }
+    }
+    if let Some(token) = impl_token(ty.to_token_stream()) {
+        errors.error(
+            token,
+            "#[job] arguments cannot be `impl Trait`: each job kind has one concrete payload type",
+        );
+    } else if borrows(ty.to_token_stream()) {
+        errors.error(
+            ty,
+            "#[job] arguments are stored as JSON in the job's row, so they cannot borrow: use an owned type, like `String` instead of `&str`",
+        );
+    }
+}
+
+/// The `impl` keyword of an `impl Trait` among the tokens, if any.
+fn impl_token(tokens: TokenStream) -> Option<Ident> {
+    tokens.into_iter().find_map(|token| match token {
+        TokenTree::Ident(ident) if ident == "impl" => Some(ident),
+        TokenTree::Group(group) => impl_token(group.stream()),
+        _ => None,
+    })
+}
+
+/// Whether the tokens contain a reference (`&`) or a lifetime other than `'static`.
+fn borrows(tokens: TokenStream) -> bool {
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        let borrowed = match &token {
+            TokenTree::Punct(punct) if punct.as_char() == '&' => true,
+            TokenTree::Punct(punct) if punct.as_char() == '\'' => {
+                !matches!(tokens.peek(), Some(TokenTree::Ident(name)) if name == "static")
+            }
+            TokenTree::Group(group) => borrows(group.stream()),
+            _ => false,
+        };
+        if borrowed {
+            return true;
+        }
+    }
+    false
+}
+
+/// Sorts a parameter by its type; the types kept are as written in the generated module.
 fn classify(ident: Ident, ty: Type) -> Param {
     if last_segment_is(&ty, "JobContext") {
         return Param::Context;
     }
     if let Some(inner) = state_inner(&ty) {
-        return Param::State(inner);
+        return Param::State(type_in_module(&inner));
     }
-    Param::Data(DataArg { ident, ty })
+    Param::Data(DataArg {
+        ident,
+        ty: type_in_module(&ty),
+    })
 }
 
 fn last_segment_is(ty: &Type, name: &str) -> bool {

@@ -7,7 +7,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Meta, Token, UnOp};
 
-use jobs_core::{parse_duration, DedupeScope};
+use jobs_core::{parse_duration, DedupeScope, DurationError};
 
 use crate::errors::Errors;
 
@@ -79,11 +79,18 @@ impl JobAttr {
                 continue;
             };
             if !KEYS.contains(&key.as_str()) {
-                errors.error(&path, unknown_key_message(&format!("`{key}`")));
+                let mut message = unknown_key_message(&format!("`{key}`"));
+                if let Some(close) = closest_key(&key) {
+                    message.push_str(&format!(" (did you mean `{close}`?)"));
+                }
+                errors.error(&path, message);
                 continue;
             }
             if seen.contains(&key) {
-                errors.error(&path, format!("duplicate key `{key}`"));
+                errors.error(
+                    &path,
+                    format!("duplicate key `{key}`: it is already set earlier in this #[job]"),
+                );
                 continue;
             }
             seen.push(key.clone());
@@ -116,6 +123,30 @@ fn unknown_key_message(what: &str) -> String {
         "unknown key {what} in #[job]; expected one of {}",
         expected.join(", ")
     )
+}
+
+/// The accepted key closest to a misspelt one, when it is close enough to be what was meant.
+fn closest_key(key: &str) -> Option<&'static str> {
+    KEYS.iter()
+        .map(|candidate| (edit_distance(key, candidate), *candidate))
+        .filter(|(distance, candidate)| *distance <= 2.max(candidate.len() / 4))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// The Levenshtein distance between two strings.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, a_char) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, b_char) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(a_char != *b_char);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 fn string_literal(key: &str, value: &Expr, errors: &mut Errors) -> Option<LitStr> {
@@ -161,12 +192,12 @@ fn integer(key: &str, value: &Expr, errors: &mut Errors) -> Option<(i128, Span)>
                 lit: Lit::Int(int), ..
             }) => (int, true),
             _ => {
-                errors.error(value, format!("expected an integer for `{key}`"));
+                errors.error(value, expected_integer(key, value));
                 return None;
             }
         },
         other => {
-            errors.error(other, format!("expected an integer for `{key}`"));
+            errors.error(other, expected_integer(key, other));
             return None;
         }
     };
@@ -176,6 +207,21 @@ fn integer(key: &str, value: &Expr, errors: &mut Errors) -> Option<(i128, Span)>
             errors.push(error);
             None
         }
+    }
+}
+
+/// "expected an integer", with an example; a quoted number is told to lose its quotes.
+fn expected_integer(key: &str, value: &Expr) -> String {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) if text.value().trim().parse::<i64>().is_ok() => {
+            let number = text.value();
+            let number = number.trim();
+            format!("expected an integer for `{key}`, not a string: write `{key} = {number}`, without quotes")
+        }
+        _ => format!("expected an integer for `{key}`, like `{key} = 8`"),
     }
 }
 
@@ -209,25 +255,53 @@ fn priority(value: &Expr, errors: &mut Errors) -> Option<Setting<i16>> {
 }
 
 fn duration(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<Duration>> {
-    let literal = string_literal(key, value, errors)?;
+    let Expr::Lit(ExprLit {
+        lit: Lit::Str(literal),
+        ..
+    }) = value
+    else {
+        errors.error(
+            value,
+            format!("expected a duration string for `{key}`, like `{key} = \"5m\"`"),
+        );
+        return None;
+    };
     match parse_duration(&literal.value()) {
         Ok(duration) if duration.is_zero() => {
-            errors.error(&literal, format!("`{key}` must be longer than zero"));
+            errors.error(literal, format!("`{key}` must be longer than zero"));
             None
         }
         Ok(duration) => Some(Setting {
             value: duration,
             span: literal.span(),
         }),
+        Err(DurationError::UnknownUnit(unit)) => {
+            errors.error(
+                literal,
+                format!(
+                    "invalid duration for `{key}`: unknown unit `{}`; use one of ms, s, m, h, d, with no spaces, like \"5m\" or \"1h30m\"",
+                    unit.trim()
+                ),
+            );
+            None
+        }
         Err(error) => {
-            errors.error(&literal, format!("invalid duration for `{key}`: {error}"));
+            errors.error(literal, format!("invalid duration for `{key}`: {error}"));
             None
         }
     }
 }
 
 fn jitter(value: &Expr, errors: &mut Errors) -> Option<Setting<f64>> {
-    let number = match value {
+    let (literal, negative) = match value {
+        Expr::Unary(ExprUnary {
+            op: UnOp::Neg(_),
+            expr,
+            ..
+        }) => (&**expr, true),
+        other => (other, false),
+    };
+    let number = match literal {
         Expr::Lit(ExprLit {
             lit: Lit::Float(float),
             ..
@@ -237,15 +311,22 @@ fn jitter(value: &Expr, errors: &mut Errors) -> Option<Setting<f64>> {
         }) => int.base10_parse::<f64>().ok(),
         _ => None,
     };
-    match number {
+    match number.map(|number| if negative { -number } else { number }) {
         Some(fraction) if (0.0..=1.0).contains(&fraction) => Some(Setting {
             value: fraction,
             span: value.span(),
         }),
-        _ => {
+        Some(fraction) => {
             errors.error(
                 value,
-                "expected a number from 0.0 to 1.0 for `jitter` (the fraction of each delay that jitter may remove)",
+                format!("`jitter` must be from 0.0 to 1.0 (the fraction of each delay that jitter may remove), not {fraction}"),
+            );
+            None
+        }
+        None => {
+            errors.error(
+                value,
+                "expected a number from 0.0 to 1.0 for `jitter`, like `jitter = 0.5`",
             );
             None
         }

@@ -5,6 +5,7 @@ use quote::quote;
 
 use crate::errors::Errors;
 use crate::expand::default_crate_path;
+use crate::item::{describe, pair};
 
 /// Emits the impl unchanged plus its registration.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -15,24 +16,35 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let implementation: syn::ItemImpl = match syn::parse2(item.clone()) {
         Ok(implementation) => implementation,
         Err(_) => {
+            let described = describe(&item);
             errors.error(
-                &item,
-                "#[error_class] goes on `impl ClassifyError for YourError { .. }`",
+                described.tokens,
+                format!(
+                    "#[error_class] goes on `impl ClassifyError for YourError {{ .. }}`, not on {}",
+                    described.what
+                ),
             );
             let compile_errors = errors.into_compile_errors();
             return quote!(#item #compile_errors);
         }
     };
-    let is_classify_impl = implementation
-        .trait_
-        .as_ref()
-        .and_then(|(_, path, _)| path.segments.last())
-        .is_some_and(|segment| segment.ident == "ClassifyError");
-    if !is_classify_impl {
-        errors.error(
-            &implementation.self_ty,
-            "#[error_class] goes on `impl ClassifyError for YourError { .. }`",
-        );
+    match &implementation.trait_ {
+        None => errors.error(
+            pair(&implementation.impl_token, &implementation.self_ty),
+            "#[error_class] goes on `impl ClassifyError for YourError { .. }`, not on an inherent impl",
+        ),
+        Some((_, path, _)) => {
+            let is_classify = path
+                .segments
+                .last()
+                .is_some_and(|segment| segment.ident == "ClassifyError");
+            if !is_classify {
+                errors.error(
+                    path,
+                    "#[error_class] registers `ClassifyError` impls; this impl is of another trait",
+                );
+            }
+        }
     }
     if !implementation.generics.params.is_empty() {
         errors.error(

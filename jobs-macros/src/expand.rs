@@ -3,15 +3,17 @@
 
 use std::time::Duration;
 
-use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{Path, Visibility};
+use syn::{Ident, Path, ReturnType, Visibility};
 
 use jobs_core::{DedupeScope, RetryPolicy};
 
 use crate::ast::{JobFn, Param};
 use crate::attr::JobAttr;
+use crate::payload;
+use crate::resolve::type_in_module;
 
 /// The path through which generated code reaches the `jobs` crate.
 pub fn crate_path(attr: &JobAttr) -> Path {
@@ -47,34 +49,42 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
 
     let field_idents: Vec<_> = job.data_args().map(|arg| &arg.ident).collect();
     let field_types: Vec<_> = job.data_args().map(|arg| &arg.ty).collect();
-    let payload_assertions = job.data_args().map(|arg| {
-        let ty = &arg.ty;
-        quote_spanned! {ty.span()=>
-            #krate::__private::assert_payload_type::<#ty>();
-        }
-    });
+    // The enqueue functions' own parameters, next to the job's arguments: hygienic, so that a
+    // job argument may be called `conn` or `pool` too.
+    let conn = Ident::new("conn", Span::mixed_site());
+    let pool = Ident::new("pool", Span::mixed_site());
 
     let call_args = job.params.iter().map(|param| match param {
         Param::Context => quote!(ctx.clone()),
-        Param::State(ty) => {
-            quote!(#krate::__private::require_state::<#ty>(<Job as #krate::JobKind>::NAME, states)?)
-        }
+        Param::State(ty) => quote! {
+            #krate::__private::StateArg::<#ty>::require(<Job as #krate::JobKind>::NAME, states)?
+        },
         Param::Data(arg) => {
             let ident = &arg.ident;
             quote!(args.#ident)
         }
     });
     let state_types: Vec<_> = job.state_types().collect();
+    let state_assertions = state_types.iter().map(|ty| {
+        quote_spanned! {ty.span()=>
+            #krate::__private::assert_state_type::<#ty>();
+        }
+    });
     let call = quote_spanned! {fn_ident.span()=>
-        #krate::__private::assert_send_future(super::#fn_ident(#(#call_args),*))
+        super::#fn_ident(#(#call_args),*)
     };
+    let into_job_result = into_job_result_tokens(job, &krate);
+
+    let mod_token = quote_spanned!(fn_ident.span()=> mod);
+    // `Args` must be `Send`; when an argument type is not, say so at the function.
+    let args_type = quote_spanned!(fn_ident.span()=> type Args = Args;);
 
     let options = options_tokens(attr, &krate);
-    let serde_path = format!("{}::__private::serde", quote!(#krate)).replace(' ', "");
     let doc_module = format!(
         "Enqueue functions and payload type of the [`{fn_name}`](fn@{fn_name}) job (kind `\"{kind_name}\"`)."
     );
     let doc_args = format!("The data arguments of the `{kind_name}` job, as stored in its row.");
+    let args = payload::expand(job, &krate, &inner_vis, &doc_args);
     let doc_enqueue_in = format!(
         "Enqueues a `{kind_name}` job on the caller's connection or transaction: it exists exactly when that transaction commits."
     );
@@ -88,102 +98,138 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
     );
     let doc_many = format!("Enqueues many `{kind_name}` jobs in one round trip, on their own.");
 
+    let body = quote! {
+        #![doc = #doc_module]
+        #![allow(
+            non_snake_case,
+            clippy::module_name_repetitions,
+            clippy::module_inception
+        )]
+
+        #[allow(unused_imports)]
+        use super::*;
+        // In scope for `Arg::<T>` and `StateArg::<T>` paths, but not named: the user's types,
+        // written in this module, must not meet names of ours.
+        #[allow(unused_imports)]
+        use #krate::__private::{ArgFallback as _, StateArgFallback as _};
+
+        #args
+
+        /// The job kind, for APIs that take a kind as a type parameter.
+        #inner_vis struct Job;
+
+        impl #krate::JobKind for Job {
+            const NAME: &'static str = #kind_name;
+            #args_type
+            const OPTIONS: #krate::JobOptions = #options;
+        }
+
+        #[doc = #doc_builder]
+        #inner_vis fn builder(#(#field_idents: #field_types),*) -> #krate::EnqueueBuilder {
+            #krate::EnqueueBuilder::new::<Job>(&Args { #(#field_idents),* })
+        }
+
+        #[doc = #doc_enqueue_in]
+        #inner_vis async fn enqueue_in(
+            #conn: &mut #krate::PgConnection,
+            #(#field_idents: #field_types),*
+        ) -> ::core::result::Result<#krate::Enqueued, #krate::EnqueueError> {
+            builder(#(#field_idents),*).enqueue_in(#conn).await
+        }
+
+        #[doc = #doc_enqueue]
+        #inner_vis async fn enqueue(
+            #pool: &#krate::PgPool,
+            #(#field_idents: #field_types),*
+        ) -> ::core::result::Result<#krate::Enqueued, #krate::EnqueueError> {
+            builder(#(#field_idents),*).enqueue(#pool).await
+        }
+
+        #[doc = #doc_many_in]
+        #inner_vis async fn enqueue_many_in(
+            conn: &mut #krate::PgConnection,
+            jobs: impl ::core::iter::IntoIterator<Item = Args>,
+        ) -> ::core::result::Result<::std::vec::Vec<#krate::Enqueued>, #krate::EnqueueError> {
+            #krate::__private::enqueue_many_in::<Job>(conn, jobs).await
+        }
+
+        #[doc = #doc_many]
+        #inner_vis async fn enqueue_many(
+            pool: &#krate::PgPool,
+            jobs: impl ::core::iter::IntoIterator<Item = Args>,
+        ) -> ::core::result::Result<::std::vec::Vec<#krate::Enqueued>, #krate::EnqueueError> {
+            #krate::__private::enqueue_many::<Job>(pool, jobs).await
+        }
+
+        fn handle(
+            ctx: #krate::JobContext,
+            payload: &str,
+            states: &#krate::StateMap,
+        ) -> ::core::result::Result<
+            #krate::BoxFuture<'static, #krate::JobResult>,
+            #krate::InvocationError,
+        > {
+            let args: Args = #krate::__private::decode_args::<Job>(payload)?;
+            ::core::result::Result::Ok(#krate::__private::job_future(#call, #into_job_result))
+        }
+
+        #[allow(dead_code)]
+        fn assert_state_types() {
+            #(#state_assertions)*
+        }
+
+        #krate::__private::inventory::submit! {
+            #krate::JobRegistration {
+                name: #kind_name,
+                function: ::core::module_path!(),
+                options: <Job as #krate::JobKind>::OPTIONS,
+                required_state: &[#(#krate::__private::StateArg::<#state_types>::REQUIREMENT),*],
+                handler: handle,
+            }
+        }
+    };
+    // The module's header carries the function's span, so that an error about the module as a
+    // whole (such as `#[job]` on a method, where a module cannot be) points at the function.
+    let mut braces = Group::new(Delimiter::Brace, body);
+    braces.set_span(fn_ident.span());
     quote! {
         #item
 
-        #[doc = #doc_module]
-        #[allow(non_snake_case, clippy::module_name_repetitions)]
-        #module_vis mod #fn_ident {
-            #[allow(unused_imports)]
-            use super::*;
-
-            #[doc = #doc_args]
-            #[derive(#krate::__private::serde::Serialize, #krate::__private::serde::Deserialize)]
-            #[serde(crate = #serde_path)]
-            #inner_vis struct Args {
-                #(
-                    #[allow(missing_docs)]
-                    #inner_vis #field_idents: #field_types,
-                )*
-            }
-
-            /// The job kind, for APIs that take a kind as a type parameter.
-            #inner_vis struct Job;
-
-            impl #krate::JobKind for Job {
-                const NAME: &'static str = #kind_name;
-                type Args = Args;
-                const OPTIONS: #krate::JobOptions = #options;
-            }
-
-            #[doc = #doc_builder]
-            #inner_vis fn builder(#(#field_idents: #field_types),*) -> #krate::EnqueueBuilder {
-                #krate::EnqueueBuilder::new::<Job>(&Args { #(#field_idents),* })
-            }
-
-            #[doc = #doc_enqueue_in]
-            #inner_vis async fn enqueue_in(
-                conn: &mut #krate::PgConnection,
-                #(#field_idents: #field_types),*
-            ) -> ::core::result::Result<#krate::Enqueued, #krate::EnqueueError> {
-                builder(#(#field_idents),*).enqueue_in(conn).await
-            }
-
-            #[doc = #doc_enqueue]
-            #inner_vis async fn enqueue(
-                pool: &#krate::PgPool,
-                #(#field_idents: #field_types),*
-            ) -> ::core::result::Result<#krate::Enqueued, #krate::EnqueueError> {
-                builder(#(#field_idents),*).enqueue(pool).await
-            }
-
-            #[doc = #doc_many_in]
-            #inner_vis async fn enqueue_many_in(
-                conn: &mut #krate::PgConnection,
-                jobs: impl ::core::iter::IntoIterator<Item = Args>,
-            ) -> ::core::result::Result<::std::vec::Vec<#krate::Enqueued>, #krate::EnqueueError> {
-                #krate::__private::enqueue_many_in::<Job>(conn, jobs).await
-            }
-
-            #[doc = #doc_many]
-            #inner_vis async fn enqueue_many(
-                pool: &#krate::PgPool,
-                jobs: impl ::core::iter::IntoIterator<Item = Args>,
-            ) -> ::core::result::Result<::std::vec::Vec<#krate::Enqueued>, #krate::EnqueueError> {
-                #krate::__private::enqueue_many::<Job>(pool, jobs).await
-            }
-
-            fn handle(
-                ctx: #krate::JobContext,
-                payload: &str,
-                states: &#krate::StateMap,
-            ) -> ::core::result::Result<
-                #krate::BoxFuture<'static, #krate::JobResult>,
-                #krate::InvocationError,
-            > {
-                let args: Args = #krate::__private::decode_args::<Job>(payload)?;
-                let future = #call;
-                ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                    #krate::__private::IntoJobResult::into_job_result(future.await)
-                }))
-            }
-
-            #[allow(dead_code)]
-            fn assert_payload_types() {
-                #(#payload_assertions)*
-            }
-
-            #krate::__private::inventory::submit! {
-                #krate::JobRegistration {
-                    name: #kind_name,
-                    function: ::core::module_path!(),
-                    options: <Job as #krate::JobKind>::OPTIONS,
-                    required_state: &[#(#krate::StateRequirement::of::<#state_types>()),*],
-                    handler: handle,
-                }
-            }
-        }
+        #module_vis #mod_token #fn_ident #braces
     }
+}
+
+/// The function that turns the job's output into a `JobResult`, naming the declared return type
+/// so that a wrong one is reported at that type.
+fn into_job_result_tokens(job: &JobFn, krate: &Path) -> TokenStream {
+    match &job.item.sig.output {
+        // An `impl Trait` cannot be named in a turbofish: the whole path points at its first
+        // token instead (the crate path's tokens included, or the error would be at `#[job]`).
+        ReturnType::Type(_, ty) if mentions_impl(ty.to_token_stream()) => {
+            let span = ty.span();
+            quote!(#krate::__private::into_job_result)
+                .into_iter()
+                .map(|mut token| {
+                    token.set_span(span);
+                    token
+                })
+                .collect()
+        }
+        ReturnType::Type(_, ty) => {
+            let ty = type_in_module(ty);
+            quote!(#krate::__private::into_job_result::<#ty>)
+        }
+        ReturnType::Default => quote!(#krate::__private::into_job_result::<()>),
+    }
+}
+
+/// Whether the tokens contain `impl`, as in `impl Trait`.
+fn mentions_impl(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        TokenTree::Ident(ident) => ident == "impl",
+        TokenTree::Group(group) => mentions_impl(group.stream()),
+        _ => false,
+    })
 }
 
 fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {

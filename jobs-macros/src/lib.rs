@@ -2,14 +2,21 @@
 //!
 //! Use them through the `jobs` crate. The pipeline: [`attr`] reads the attribute's keys,
 //! [`ast`] reads the function, [`valid`] checks the rules that involve both, and [`expand`]
-//! generates code. Every mistake becomes a compile error at the offending token, all reported in
-//! one compile, and the function is still emitted so that follow-on errors stay quiet.
+//! generates code, with [`payload`] writing the payload type. Every mistake becomes a compile
+//! error at the offending token, all reported in one compile, and the function is still emitted
+//! so that follow-on errors stay quiet. Requirements only the type checker can check (an
+//! argument type is serializable, the future is `Send`, the return type converts into
+//! `JobResult`) are asserted once each, at the user's token, with the sentences in
+//! `jobs_core::__private`; the rest of the generated code compiles either way.
 
 mod ast;
 mod attr;
 mod error_class;
 mod errors;
 mod expand;
+mod item;
+mod payload;
+mod resolve;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -23,9 +30,13 @@ pub fn job(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(function) => function,
         Err(_) => {
             let item: proc_macro2::TokenStream = item.into();
+            let described = item::describe(&item);
             errors.error(
-                &item,
-                "#[job] goes on an `async fn`, like `#[job] async fn send_receipt(order_id: i64) -> JobResult`",
+                described.tokens,
+                format!(
+                    "#[job] goes on an `async fn`, not on {}; like `#[job] async fn send_receipt(order_id: i64) -> JobResult`",
+                    described.what
+                ),
             );
             let compile_errors = errors.into_compile_errors();
             return quote::quote!(#item #compile_errors).into();

@@ -2,6 +2,7 @@
 //! must name data arguments, and the backoff cap must not be below its base.
 
 use jobs_core::dedupe::{parse_template, TemplatePart};
+use syn::ext::IdentExt;
 
 use crate::ast::JobFn;
 use crate::attr::JobAttr;
@@ -24,7 +25,11 @@ fn check_dedupe(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
             return;
         }
     };
-    let fields: Vec<String> = job.data_args().map(|arg| arg.ident.to_string()).collect();
+    // The payload keys: argument names without any `r#`.
+    let fields: Vec<String> = job
+        .data_args()
+        .map(|arg| arg.ident.unraw().to_string())
+        .collect();
     for part in parts {
         let TemplatePart::Field(field) = part else {
             continue;
@@ -55,7 +60,10 @@ fn check_backoff(attr: &JobAttr, errors: &mut Errors) {
     if max.value < base.value {
         errors.push(syn::Error::new(
             max.span,
-            "`backoff_max` must not be shorter than `backoff_base`",
+            format!(
+                "`backoff_max` ({:?}) must not be shorter than `backoff_base` ({:?}): it caps every delay, the first one included",
+                max.value, base.value
+            ),
         ));
     }
 }

@@ -46,7 +46,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
 
 /// Which side runs first alternates between runs: `true` is the framework.
 pub fn order(run: usize) -> [bool; 2] {
-    if run % 2 == 0 {
+    if run.is_multiple_of(2) {
         [true, false]
     } else {
         [false, true]

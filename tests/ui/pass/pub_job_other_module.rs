@@ -25,8 +25,11 @@ mod billing {
         }
     }
 
-    pub fn audit_args() -> nested::audit::Args {
-        nested::audit::Args { invoice_id: 3 }
+    /// `audit` is visible here, in the parent of its module, but no further.
+    pub fn audit_invoice_id() -> i64 {
+        let args = nested::audit::Args { invoice_id: 3 };
+        let _ = nested::audit::builder(args.invoice_id);
+        args.invoice_id
     }
 }
 
@@ -37,7 +40,10 @@ mod api {
     use crate::billing::send_invoice;
 
     pub fn builders() -> (EnqueueBuilder, EnqueueBuilder) {
-        (send_invoice::builder(1, String::from("ada@example.com")), refund::builder(2))
+        (
+            send_invoice::builder(1, String::from("ada@example.com")),
+            refund::builder(2),
+        )
     }
 
     pub async fn enqueue(conn: &mut PgConnection) {
@@ -58,6 +64,6 @@ mod api {
 fn main() {
     let _ = api::builders();
     let _ = api::enqueue;
-    let _ = billing::audit_args();
+    assert_eq!(billing::audit_invoice_id(), 3);
     assert_eq!(api::queue(), "billing");
 }
