@@ -31,3 +31,20 @@ pub async fn latency_probe(starts: State<StartTimes>, seq: i64) -> JobResult {
         .insert(seq, now);
     Ok(())
 }
+
+/// Counts completed jobs in memory, so a workload can follow throughput without querying.
+#[derive(Default)]
+pub struct Completions {
+    /// Jobs completed so far.
+    pub count: std::sync::atomic::AtomicU64,
+}
+
+/// Does nothing but count itself.
+#[job]
+pub async fn counted(completions: State<Completions>, n: i64) -> JobResult {
+    let _ = n;
+    completions
+        .count
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}

@@ -122,6 +122,10 @@ impl EnqueueBuilder {
     }
 }
 
+/// What the bulk insert returns: ids, kinds and dedupe keys of the inserted rows, and how many
+/// queues were announced.
+type InsertedJobs = (Vec<JobId>, Vec<String>, Vec<Option<String>>, i64);
+
 /// When the job becomes ready, as the `(epoch seconds, delay seconds)` pair the SQL takes.
 fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
     match run_at {
@@ -145,7 +149,11 @@ fn max_attempts_param(job: &NewJob) -> i32 {
 /// without aborting the caller's transaction.
 pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, EnqueueError> {
     let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
-    let inserted: Option<(JobId, i64)> = sqlx::query_as(sql::INSERT_JOB)
+    let statement = match job.dedupe_key {
+        Some(_) => sql::INSERT_DEDUPED_JOB,
+        None => sql::INSERT_JOB,
+    };
+    let inserted: Option<(JobId, i64)> = sqlx::query_as(statement)
         .bind(job.kind)
         .bind(&job.queue)
         .bind(Json(&job.payload))
@@ -202,7 +210,12 @@ pub async fn enqueue_jobs(
         dedupe_keys.push(job.dedupe_key.as_deref());
         dedupe_scopes.push(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()));
     }
-    let inserted: Vec<(JobId, String, Option<String>, i64)> = sqlx::query_as(sql::INSERT_JOBS)
+    let statement = if dedupe_keys.iter().any(Option::is_some) {
+        sql::INSERT_DEDUPED_JOBS
+    } else {
+        sql::INSERT_JOBS
+    };
+    let (ids, inserted_kinds, inserted_keys, _notified): InsertedJobs = sqlx::query_as(statement)
         .bind(&kinds)
         .bind(&queues)
         .bind(&payloads)
@@ -212,14 +225,14 @@ pub async fn enqueue_jobs(
         .bind(&delays)
         .bind(&dedupe_keys)
         .bind(&dedupe_scopes)
-        .fetch_all(&mut *conn)
+        .fetch_one(&mut *conn)
         .await?;
 
     // Rows without a key were all inserted, with ids growing in input order; rows with a key
     // are matched by (kind, key).
     let mut keyless_ids = Vec::new();
     let mut keyed_ids: HashMap<(String, String), JobId> = HashMap::new();
-    for (id, kind, key, _notified) in inserted {
+    for ((id, kind), key) in ids.into_iter().zip(inserted_kinds).zip(inserted_keys) {
         match key {
             Some(key) => {
                 keyed_ids.insert((kind, key), id);

@@ -26,30 +26,45 @@ pub const APPLIED_MIGRATIONS: &str = "SELECT version, name FROM jobs_migrations 
 /// Records one applied migration.
 pub const RECORD_MIGRATION: &str = "INSERT INTO jobs_migrations (version, name) VALUES ($1, $2)";
 
-/// Inserts one job, or finds the job holding its dedupe key.
-///
-/// `$1` kind, `$2` queue, `$3` payload, `$4` priority, `$5` max attempts, `$6` run-at as epoch
-/// seconds (or NULL), `$7` delay in seconds, `$8` dedupe key, `$9` dedupe scope. Returns the new
-/// id, or no row on a dedupe conflict. Announces the queue when the job is ready at once.
-pub const INSERT_JOB: &str = "
+/// The single-job insert, with or without skipping dedupe conflicts.
+macro_rules! insert_job {
+    ($on_conflict:literal) => {
+        concat!(
+            "
 WITH inserted AS (
     INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope)
     VALUES ($1, $2, $3, $4, $5,
             COALESCE(to_timestamp($6), now() + make_interval(secs => $7)),
             $8, $9)
-    ON CONFLICT DO NOTHING
+    ",
+            $on_conflict,
+            "
     RETURNING id, queue, run_at <= now() AS ready
 ), notified AS (
     SELECT pg_notify('jobs_queue', queue) FROM inserted WHERE ready
 )
-SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted";
+SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted"
+        )
+    };
+}
 
-/// Inserts many jobs in one statement, rows in input order, skipping dedupe conflicts.
+/// Inserts one job without a dedupe key.
 ///
-/// Arrays: `$1` kinds, `$2` queues, `$3` payloads, `$4` priorities, `$5` max attempts, `$6`
-/// run-at epoch seconds (NULL for none), `$7` delays in seconds, `$8` dedupe keys, `$9` scopes.
-/// Returns the ids and dedupe keys of the inserted rows; ids grow in input order.
-pub const INSERT_JOBS: &str = "
+/// `$1` kind, `$2` queue, `$3` payload, `$4` priority, `$5` max attempts, `$6` run-at as epoch
+/// seconds (or NULL), `$7` delay in seconds, `$8` dedupe key and `$9` dedupe scope (both NULL
+/// here). Returns the new id. Announces the queue when the job is ready at once.
+pub const INSERT_JOB: &str = insert_job!("");
+
+/// Inserts one job with a dedupe key, or nothing when the key is held: the parameters of
+/// [`INSERT_JOB`]; no row comes back on a conflict. Skipping conflicts costs a speculative
+/// insertion per row, which is why keyless jobs use [`INSERT_JOB`].
+pub const INSERT_DEDUPED_JOB: &str = insert_job!("ON CONFLICT DO NOTHING");
+
+/// The bulk insert, with or without skipping dedupe conflicts.
+macro_rules! insert_jobs {
+    ($on_conflict:literal) => {
+        concat!(
+            "
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::smallint[], $5::integer[],
                          $6::float8[], $7::float8[], $8::text[], $9::text[])
@@ -61,12 +76,33 @@ WITH input AS (
            COALESCE(to_timestamp(run_at_epoch), now() + make_interval(secs => delay_secs)),
            dedupe_key, dedupe_scope
     FROM input ORDER BY position
-    ON CONFLICT DO NOTHING
+    ",
+            $on_conflict,
+            "
     RETURNING id, kind, queue, dedupe_key, run_at <= now() AS ready
 ), notified AS (
     SELECT pg_notify('jobs_queue', queue) FROM (SELECT DISTINCT queue FROM inserted WHERE ready) AS queues
 )
-SELECT id, kind, dedupe_key, (SELECT count(*) FROM notified) AS notified FROM inserted ORDER BY id";
+SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids,
+       coalesce(array_agg(kind ORDER BY id), '{}') AS kinds,
+       coalesce(array_agg(dedupe_key ORDER BY id), '{}') AS dedupe_keys,
+       (SELECT count(*) FROM notified) AS notified
+FROM inserted"
+        )
+    };
+}
+
+/// Inserts many jobs without dedupe keys in one statement, rows in input order.
+///
+/// Arrays: `$1` kinds, `$2` queues, `$3` payloads, `$4` priorities, `$5` max attempts, `$6`
+/// run-at epoch seconds (NULL for none), `$7` delays in seconds, `$8` dedupe keys, `$9` scopes.
+/// Returns one row of arrays: the ids, kinds and dedupe keys of the inserted rows, by id (ids grow
+/// in input order). Announces each queue that got ready work once.
+pub const INSERT_JOBS: &str = insert_jobs!("");
+
+/// Inserts many jobs, some with dedupe keys, skipping rows whose key is held (also by an
+/// earlier row of the same call): the parameters and rows of [`INSERT_JOBS`].
+pub const INSERT_DEDUPED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
 
 /// Finds the jobs holding dedupe keys: `$1` kinds, `$2` keys (pairwise).
 pub const FIND_DEDUPE_HOLDERS: &str = "
@@ -76,7 +112,8 @@ JOIN unnest($1::text[], $2::text[]) AS wanted(kind, dedupe_key)
   ON j.kind = wanted.kind AND j.dedupe_key = wanted.dedupe_key
 WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 
-/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, leasing them for `$4` seconds.
+/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, leasing them for `$4` seconds,
+/// by priority (higher first), then `run_at`, then id.
 pub const CLAIM_JOBS: &str = "
 WITH claimable AS (
     SELECT id FROM jobs_queue

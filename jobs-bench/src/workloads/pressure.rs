@@ -3,13 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::postgres::worker::Completion;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use jobs::Worker;
 use sqlx::Connection;
 
-use crate::measure::{insert_ready_noops, spread, Fresh};
+use crate::kinds::Completions;
+use crate::measure::{spread, Fresh};
 use crate::options::Options;
 use crate::report::Report;
-use crate::workloads::drain::start_worker;
 
 const CONCURRENCY: usize = 16;
 const BASELINE_SECS: u64 = 10;
@@ -19,9 +22,18 @@ const BACKLOG: i64 = 50_000;
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let fresh = Fresh::new(CONCURRENCY as u32 + 8).await?;
-    insert_ready_noops(&fresh.pool, BACKLOG as usize).await?;
+    insert_ready(&fresh.pool, BACKLOG).await?;
+    let mut inserted = BACKLOG;
     fresh.vacuum().await?;
-    let worker = start_worker(&fresh.pool, CONCURRENCY, Completion::default())?;
+    // Throughput is counted in memory: polling the table would itself slow the drain down.
+    let completions = Arc::new(Completions::default());
+    let worker = Worker::builder(fresh.pool.clone())
+        .kinds(["counted"])
+        .queue("default", CONCURRENCY)
+        .shared_state(Arc::clone(&completions))
+        .build()?
+        .start();
+    let done_count = || completions.count.load(Ordering::Relaxed) as i64;
 
     let hold = Duration::from_secs(options.hold_secs);
     let total = Duration::from_secs(BASELINE_SECS) + hold + Duration::from_secs(AFTER_SECS);
@@ -30,20 +42,17 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     let mut held_from = None;
     let mut released_at = None;
     let mut samples: Vec<(f64, f64)> = Vec::new(); // (seconds since start, jobs done in that second)
-    let mut last_done = done_count(&fresh.pool).await?;
+    let mut last_done = done_count();
     let mut next_tick = started + Duration::from_secs(1);
     while started.elapsed() < total {
         tokio::time::sleep_until(next_tick.into()).await;
         next_tick += Duration::from_secs(1);
-        let done = done_count(&fresh.pool).await?;
+        let done = done_count();
         samples.push((started.elapsed().as_secs_f64(), (done - last_done) as f64));
         last_done = done;
-        let ready: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'ready'")
-                .fetch_one(&fresh.pool)
-                .await?;
-        if ready < BACKLOG {
-            insert_ready_noops(&fresh.pool, BACKLOG as usize).await?;
+        if inserted - done < BACKLOG {
+            insert_ready(&fresh.pool, BACKLOG).await?;
+            inserted += BACKLOG;
         }
         let elapsed = started.elapsed();
         if holder.is_none() && held_from.is_none() && elapsed >= Duration::from_secs(BASELINE_SECS)
@@ -119,8 +128,14 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     Ok(())
 }
 
-async fn done_count(pool: &sqlx::PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
-        .fetch_one(pool)
-        .await
+/// Inserts `count` ready `counted` jobs with plain SQL.
+async fn insert_ready(pool: &sqlx::PgPool, count: i64) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+         SELECT 'counted', 'default', jsonb_build_object('n', n), 8 FROM generate_series(1, $1) AS n",
+    )
+    .bind(count)
+    .execute(pool)
+    .await?;
+    Ok(())
 }
