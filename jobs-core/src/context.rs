@@ -1,14 +1,50 @@
-//! What a running job knows about itself.
+//! What a running job knows about itself, and its links back to the worker: shutdown, and the
+//! lease the worker holds on it.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::kind::BoxFuture;
+
 /// The identity of a job row.
 pub type JobId = i64;
 
+/// Why [`JobContext::renew_lease`] did not renew the lease.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// The lease is gone: a rescue or another worker took the job (this worker was paused, cut
+    /// off or too slow). Nothing this run does will be recorded: stop and return.
+    #[error(
+        "lease lost: another worker or a rescue took the job; this run's outcome will be dropped"
+    )]
+    Lost,
+    /// The database could not be reached. The lease still holds until it expires, unless a
+    /// later renewal (by this call again, or the worker's heartbeat) gets through.
+    #[error("could not renew the lease: {reason}")]
+    Unavailable {
+        /// What went wrong.
+        reason: String,
+    },
+    /// The worker no longer tracks this run: it stopped, or the run is over.
+    #[error("the worker no longer runs this job")]
+    NotRunning,
+}
+
+/// A backend's hold on the lease of one running job: what [`JobContext::renew_lease`] calls.
+///
+/// Backends implement it and hand it to the context with [`JobContext::with_lease`]; it keeps
+/// this crate free of any database driver.
+pub trait LeaseControl: Send + Sync + fmt::Debug {
+    /// Renews the lease now, in the database, and says whether it still holds.
+    fn renew(&self) -> BoxFuture<'_, Result<(), LeaseError>>;
+}
+
 /// Handed to every job handler that takes it as a parameter: who the job is and which attempt
-/// this is, plus signals from the worker.
+/// this is, plus signals from the worker (shutdown, lease lost) and explicit lease renewal.
 #[derive(Debug, Clone)]
 pub struct JobContext {
     id: JobId,
@@ -19,6 +55,8 @@ pub struct JobContext {
     dedupe_key: Option<String>,
     lease: Duration,
     shutdown: watch::Receiver<bool>,
+    lease_control: Option<Arc<dyn LeaseControl>>,
+    lease_lost: Option<watch::Receiver<bool>>,
 }
 
 impl JobContext {
@@ -43,10 +81,25 @@ impl JobContext {
             dedupe_key,
             lease,
             shutdown,
+            lease_control: None,
+            lease_lost: None,
         }
     }
 
-    /// A context for calling a handler directly in a unit test: attempt 1, no shutdown.
+    /// Links the context to the worker's lease on this run: `control` renews it on demand, and
+    /// `lost` turns `true` when the worker finds the lease lost. Called by backends.
+    pub fn with_lease(
+        mut self,
+        control: Arc<dyn LeaseControl>,
+        lost: watch::Receiver<bool>,
+    ) -> Self {
+        self.lease_control = Some(control);
+        self.lease_lost = Some(lost);
+        self
+    }
+
+    /// A context for calling a handler directly in a unit test: attempt 1, no shutdown, a lease
+    /// that is never lost (renewing it succeeds without doing anything).
     pub fn for_test(kind: &'static str) -> Self {
         let (_sender, shutdown) = watch::channel(false);
         Self::new(
@@ -101,6 +154,41 @@ impl JobContext {
         self.lease
     }
 
+    /// Renews this job's lease now, in the database, rather than waiting for the worker's next
+    /// heartbeat. Heartbeats renew leases on their own while the job runs; call this from work
+    /// that may starve them, such as a long stretch of blocking code (from a blocking thread,
+    /// `tokio::runtime::Handle::block_on(ctx.renew_lease())`), or to learn whether the lease
+    /// still holds before an expensive step.
+    ///
+    /// [`LeaseError::Lost`] means another worker or a rescue took the job: this run's outcome
+    /// will be dropped, so stop. Without a backend behind it (as in
+    /// [`for_test`](Self::for_test)) it succeeds without doing anything.
+    pub async fn renew_lease(&self) -> Result<(), LeaseError> {
+        match &self.lease_control {
+            Some(control) => control.renew().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the worker found this job's lease lost (by a heartbeat or a renewal): another
+    /// worker or a rescue took the job, and this run's outcome will be dropped.
+    pub fn is_lease_lost(&self) -> bool {
+        self.lease_lost.as_ref().is_some_and(|lost| *lost.borrow())
+    }
+
+    /// Resolves when the worker finds this job's lease lost, so that a long job can stop early
+    /// (`tokio::select!` it against the work). Never resolves while the lease holds.
+    pub async fn lease_lost(&self) {
+        if let Some(lost) = &self.lease_lost {
+            let mut lost = lost.clone();
+            if lost.wait_for(|lost| *lost).await.is_ok() {
+                return;
+            }
+        }
+        // No backend behind this context, or the worker forgot the run: never lost.
+        std::future::pending::<()>().await;
+    }
+
     /// A key that is the same on every attempt of this job, for external providers'
     /// idempotency headers: derived from the dedupe key when there is one, else from the id.
     pub fn idempotency_key(&self) -> String {
@@ -144,5 +232,38 @@ mod tests {
             rx,
         );
         assert_eq!(keyed.idempotency_key(), "pay:o:1");
+    }
+
+    #[derive(Debug)]
+    struct Revoked;
+
+    impl LeaseControl for Revoked {
+        fn renew(&self) -> BoxFuture<'_, Result<(), LeaseError>> {
+            Box::pin(async { Err(LeaseError::Lost) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_test_context_renews_and_never_loses_its_lease() {
+        let ctx = JobContext::for_test("k");
+        assert_eq!(ctx.renew_lease().await, Ok(()));
+        assert!(!ctx.is_lease_lost());
+        let lost = tokio::time::timeout(Duration::from_millis(10), ctx.lease_lost()).await;
+        assert!(lost.is_err(), "a test context's lease is never lost");
+    }
+
+    #[tokio::test]
+    async fn the_backend_renews_and_signals_a_lost_lease() {
+        let (lost_tx, lost_rx) = watch::channel(false);
+        let ctx = JobContext::for_test("k").with_lease(Arc::new(Revoked), lost_rx);
+        assert_eq!(ctx.renew_lease().await, Err(LeaseError::Lost));
+        assert!(!ctx.is_lease_lost());
+        let waiting = tokio::spawn({
+            let ctx = ctx.clone();
+            async move { ctx.lease_lost().await }
+        });
+        lost_tx.send_replace(true);
+        waiting.await.unwrap();
+        assert!(ctx.is_lease_lost());
     }
 }

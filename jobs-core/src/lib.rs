@@ -19,7 +19,7 @@ pub mod registry;
 pub mod retry;
 pub mod state;
 
-pub use context::{JobContext, JobId};
+pub use context::{JobContext, JobId, LeaseControl, LeaseError};
 pub use dedupe::DedupeScope;
 pub use duration::{parse_duration, DurationError};
 pub use error::{

@@ -5,6 +5,10 @@
 //! outcome that arrived while the previous one was being written; when idle, an outcome is
 //! written alone, without waiting. The crash window: outcomes handed over but not yet written are
 //! lost with the process, and those jobs run again after their lease expires (at least once).
+//!
+//! An outcome that cannot be written (the database is unreachable) is retried with backoff for
+//! as long as its lease may still hold by this process's clock; after that it is dropped with an
+//! error logged, and the rescue brings the job back. A stop at once writes nothing more.
 
 use std::sync::Arc;
 
@@ -21,9 +25,11 @@ pub async fn complete(
     mut drain: watch::Receiver<bool>,
     max_batch: usize,
 ) {
+    let mut abandoned = shared.abandoned.clone();
     loop {
         let first = tokio::select! {
             biased;
+            Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return,
             outcome = outcomes.recv() => match outcome {
                 Some(outcome) => outcome,
                 None => return,
@@ -44,12 +50,55 @@ pub async fn complete(
     }
 }
 
-/// Writes `batch`, retrying database errors for the outcomes whose lease may still hold; then
-/// forgets the jobs. An outcome whose lease was lost is dropped and logged.
-pub async fn write(shared: &Shared, mut batch: Vec<Outcome>) {
+/// Writes `batch`, retrying errors of reach (connection lost, database restarting, no
+/// connection free) for the outcomes whose lease may still hold; then forgets the jobs. An
+/// outcome whose lease was lost is dropped and logged.
+///
+/// A batch the database refuses outright (an error in the data, not in reaching it) is written
+/// again one outcome at a time, so that one bad outcome cannot hold the others back; an outcome
+/// refused on its own is dropped with an error logged, and its job comes back when its lease
+/// expires (the heartbeat stops renewing it).
+pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
+    let Some((batch, error)) = write_batch(shared, batch).await else {
+        return;
+    };
+    if batch.len() == 1 {
+        refused(shared, &batch, &error);
+        return;
+    }
+    tracing::warn!(%error, outcomes = batch.len(), "the database refused a batch of outcomes; writing them one by one");
+    for outcome in batch {
+        if let Some((alone, error)) = write_batch(shared, vec![outcome]).await {
+            refused(shared, &alone, &error);
+        }
+    }
+}
+
+fn refused(shared: &Shared, batch: &[Outcome], error: &sqlx::Error) {
+    for outcome in batch {
+        tracing::error!(
+            job.id = outcome.id,
+            %error,
+            decision = ?outcome.decision,
+            "the database refused this outcome; it is dropped, and the job will be rescued when its lease expires"
+        );
+        shared.running.remove(outcome.id);
+    }
+}
+
+/// Writes `batch` as [`write`] does; returns it, with the error, if the database refused it.
+async fn write_batch(
+    shared: &Shared,
+    mut batch: Vec<Outcome>,
+) -> Option<(Vec<Outcome>, sqlx::Error)> {
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    let mut abandoned = shared.abandoned.clone();
     loop {
-        match store::record_outcomes(&shared.pool, &batch).await {
+        let written = tokio::select! {
+            written = store::record_outcomes(&shared.pool, &batch) => written,
+            Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return None,
+        };
+        match written {
             Ok(fenced) => {
                 for (outcome, fenced) in batch.iter().zip(fenced) {
                     if fenced == Fenced::LeaseLost {
@@ -60,8 +109,9 @@ pub async fn write(shared: &Shared, mut batch: Vec<Outcome>) {
                     }
                     shared.running.remove(outcome.id);
                 }
-                return;
+                return None;
             }
+            Err(error) if is_refusal(&error) => return Some((batch, error)),
             Err(error) => {
                 batch.retain(|outcome| {
                     let may_hold = shared.running.may_hold(outcome.id);
@@ -76,12 +126,32 @@ pub async fn write(shared: &Shared, mut batch: Vec<Outcome>) {
                     may_hold
                 });
                 if batch.is_empty() {
-                    return;
+                    return None;
                 }
                 let delay = backoff.next_delay();
                 tracing::warn!(%error, outcomes = batch.len(), ?delay, "could not record outcomes; retrying");
-                tokio::time::sleep(delay).await;
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return None,
+                }
             }
         }
+    }
+}
+
+/// Whether the database refused the statement for what it says (bad data), as opposed to an
+/// error in reaching it, worth retrying: connection errors (SQLSTATE class 08), a rollback
+/// such as a deadlock (40), insufficient resources such as too many connections (53), a
+/// shutdown or restart (57), a system error (58), and every error that is not the server's
+/// answer (I/O, TLS, protocol, pool timeouts).
+fn is_refusal(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(error) => !error.code().is_some_and(|code| {
+            ["08", "40", "53", "57", "58"]
+                .iter()
+                .any(|class| code.starts_with(class))
+        }),
+        sqlx::Error::Encode(_) | sqlx::Error::TypeNotFound { .. } => true,
+        _ => false,
     }
 }

@@ -3,22 +3,25 @@
 
 use std::any::Any;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobs_core::{
     decide, BoxFuture, Decision, InvocationError, JobContext, JobError, JobResult, RunOutcome,
 };
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 use tracing::Instrument;
 
+use super::lease::JobLease;
 use super::{completer, Shared};
 use crate::store::{ClaimedJob, Outcome};
 
-/// How a run ended, including the case where the worker interrupted it.
+/// How a run ended, including the cases where the worker interrupted it.
 enum RunEnd {
     Finished(RunOutcome),
     /// Shutdown's grace period ran out: hand the job back without counting the attempt.
     Interrupted,
+    /// The worker was told to stop at once: write nothing; the lease brings the job back.
+    Abandoned,
 }
 
 /// Runs `job` and hands its outcome to the completer. Holds `permit` (a slot of the queue)
@@ -31,10 +34,15 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         job.queue = job.queue.as_str(),
         attempt = job.attempts
     );
-    shared
+    let lost = shared
         .running
-        .insert(job.id, job.lease_token, shared.config.lease);
-    let decision = run(&shared, &job).instrument(span).await;
+        .insert(job.id, job.lease_token, shared.config.lease, Instant::now());
+    let Some(decision) = run(&shared, &job, lost).instrument(span).await else {
+        // Stopped at once: nothing is written, the lease brings the job back.
+        drop(permit);
+        return;
+    };
+    shared.running.outcome_pending(job.id);
     let outcome = Outcome {
         id: job.id,
         lease_token: job.lease_token,
@@ -55,14 +63,18 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
     }
 }
 
-/// Runs the job and decides what follows.
-async fn run(shared: &Shared, job: &ClaimedJob) -> Decision {
+/// Runs the job and decides what follows; `None` when the worker stopped at once.
+async fn run(
+    shared: &Arc<Shared>,
+    job: &ClaimedJob,
+    lease_lost: watch::Receiver<bool>,
+) -> Option<Decision> {
     let Some(registration) = shared.registry.get(&job.kind).copied() else {
         // Claims ask only for registered kinds, so this is a bug; hand the job back untouched.
         tracing::error!("claimed a job of a kind this worker does not run; handing it back");
-        return Decision::Snooze {
+        return Some(Decision::Snooze {
             delay: Duration::ZERO,
-        };
+        });
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
     let context = JobContext::new(
@@ -74,6 +86,14 @@ async fn run(shared: &Shared, job: &ClaimedJob) -> Decision {
         job.dedupe_key.clone(),
         shared.config.lease,
         shared.shutdown_requested.subscribe(),
+    )
+    .with_lease(
+        Arc::new(JobLease {
+            shared: Arc::downgrade(shared),
+            id: job.id,
+            token: job.lease_token,
+        }),
+        lease_lost,
     );
     let end = match (registration.handler)(context, &job.payload, &shared.states) {
         Ok(future) => run_guarded(shared, future, registration.options.timeout).await,
@@ -97,13 +117,57 @@ async fn run(shared: &Shared, job: &ClaimedJob) -> Decision {
                 delay: Duration::ZERO,
             }
         }
+        RunEnd::Abandoned => {
+            tracing::warn!(
+                "abandoned by a stop at once; the job comes back when its lease expires"
+            );
+            return None;
+        }
     };
+    let decision = storable(decision);
     log_decision(&decision);
-    decision
+    Some(decision)
 }
 
-/// Runs the handler on its own task so that a panic is caught, with the kind's timeout, and
-/// interrupted when shutdown's grace period ends.
+/// Longest delay stored for a retry or snooze. A delay past what PostgreSQL's timestamps can
+/// hold would make the outcome unwritable.
+const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The decision made storable: PostgreSQL's `text` cannot hold NUL characters (they are kept
+/// visible as `\0`), and delays are capped at [`MAX_DELAY`] (100 years). Either would make the
+/// outcome, and the batch of outcomes it travels with, unwritable.
+fn storable(decision: Decision) -> Decision {
+    let clean = |text: String| {
+        if text.contains('\0') {
+            text.replace('\0', "\\0")
+        } else {
+            text
+        }
+    };
+    match decision {
+        Decision::Retry { delay, mut error } => {
+            error.message = clean(error.message);
+            Decision::Retry {
+                delay: delay.min(MAX_DELAY),
+                error,
+            }
+        }
+        Decision::Snooze { delay } => Decision::Snooze {
+            delay: delay.min(MAX_DELAY),
+        },
+        Decision::Dead { mut error } => {
+            error.message = clean(error.message);
+            Decision::Dead { error }
+        }
+        Decision::Cancel { reason } => Decision::Cancel {
+            reason: clean(reason),
+        },
+        other => other,
+    }
+}
+
+/// Runs the handler on its own task so that a panic is caught, with the kind's timeout;
+/// interrupted when shutdown's grace period ends, and abandoned on a stop at once.
 async fn run_guarded(
     shared: &Shared,
     future: BoxFuture<'static, JobResult>,
@@ -111,6 +175,7 @@ async fn run_guarded(
 ) -> RunEnd {
     let mut task = tokio::spawn(future.instrument(tracing::Span::current()));
     let mut interrupt = shared.interrupt.subscribe();
+    let mut abandoned = shared.abandoned.clone();
     let deadline = async {
         match timeout {
             Some(limit) => tokio::time::sleep(limit).await,
@@ -133,6 +198,10 @@ async fn run_guarded(
         _ = interrupt.wait_for(|interrupted| *interrupted) => {
             task.abort();
             RunEnd::Interrupted
+        }
+        Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => {
+            task.abort();
+            RunEnd::Abandoned
         }
     }
 }
@@ -162,5 +231,40 @@ fn log_decision(decision: &Decision) {
         }
         Decision::Snooze { delay } => tracing::debug!(?delay, "snoozed"),
         Decision::Cancel { reason } => tracing::info!(reason, "cancelled"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jobs_core::AttemptError;
+
+    use super::*;
+
+    #[test]
+    fn texts_and_delays_are_made_storable() {
+        let dead = storable(Decision::Dead {
+            error: AttemptError {
+                kind: "permanent",
+                message: String::from("bad\0byte"),
+            },
+        });
+        let Decision::Dead { error } = dead else {
+            panic!("still dead")
+        };
+        assert_eq!(error.message, "bad\\0byte");
+        assert_eq!(
+            storable(Decision::Snooze {
+                delay: Duration::MAX
+            }),
+            Decision::Snooze { delay: MAX_DELAY }
+        );
+        assert_eq!(
+            storable(Decision::Cancel {
+                reason: String::from("\0")
+            }),
+            Decision::Cancel {
+                reason: String::from("\\0")
+            }
+        );
     }
 }

@@ -1,5 +1,9 @@
 //! Periodic services every worker runs: the heartbeat that renews leases of running jobs, and
 //! the rescuer that returns jobs whose lease expired.
+//!
+//! Both stop as soon as the worker stops, even in the middle of a statement (one waiting for a
+//! connection during an outage, say): an interrupted renewal or rescue is simply not done, and
+//! the next one, by this worker or another, does it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,7 +11,8 @@ use std::time::Instant;
 use super::Shared;
 use crate::store::{self, RescuedJob};
 
-/// Renews the leases of every job this worker runs, in one statement per beat, until `stop`.
+/// Renews the leases of every job this worker runs, in one statement per beat, until the worker
+/// stops.
 pub async fn heartbeat(shared: Arc<Shared>) {
     let mut stop = shared.stopped.subscribe();
     loop {
@@ -15,11 +20,15 @@ pub async fn heartbeat(shared: Arc<Shared>) {
             () = tokio::time::sleep(shared.config.heartbeat_interval) => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
         }
-        beat_once(&shared).await;
+        tokio::select! {
+            () = beat_once(&shared) => {}
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        }
     }
 }
 
-/// One heartbeat: renews the leases still held and logs the ones found lost.
+/// One heartbeat: renews the leases still held; the jobs whose lease was found lost are told
+/// (through their context) and logged.
 pub async fn beat_once(shared: &Shared) {
     let held = shared.running.held();
     if held.is_empty() {
@@ -46,7 +55,11 @@ pub async fn beat_once(shared: &Shared) {
 pub async fn rescuer(shared: Arc<Shared>) {
     let mut stop = shared.stopped.subscribe();
     loop {
-        if let Err(error) = rescue_once(&shared).await {
+        let rescued = tokio::select! {
+            rescued = rescue_once(&shared) => rescued,
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        };
+        if let Err(error) = rescued {
             tracing::warn!(%error, "rescuing expired leases failed; will retry");
         }
         tokio::select! {

@@ -1,0 +1,17 @@
+//! The chaos suite: real `chaos-worker` processes, faults injected from outside (signals,
+//! PostgreSQL stopped, backends terminated, connections hogged), and for each fault what it
+//! cost: jobs enqueued, completed, lost, run more than once, time to recover. Run with
+//! `cargo test -p jobs-chaos -- --nocapture` to see the figures.
+//!
+//! Faults that restart PostgreSQL or exhaust its connections use a throwaway cluster of their
+//! own; the others use a fresh database on the shared server. The tests run one at a time.
+
+mod support;
+
+mod abort;
+mod exhaustion;
+mod kill;
+mod outage;
+mod pause;
+mod shutdown;
+mod terminate;
