@@ -47,12 +47,16 @@
 
 pub use jobs_core::*;
 pub use jobs_macros::{error_class, job};
-pub use jobs_postgres::worker::shutdown_signal;
+pub use jobs_postgres::worker::{shutdown_signal, Signal, Stopped};
 pub use jobs_postgres::{
     enqueue_job, enqueue_jobs, migrate, EnqueueBuilder, EnqueueError, Enqueued, MigrateError,
     MigrationReport, PgConnection, PgPool, Worker, WorkerBuilder, WorkerConfig, WorkerError,
     WorkerHandle,
 };
+
+/// Operating the queue: health numbers and alert thresholds, dead letters (list, show, replay,
+/// discard) and retention; what the `jobs` command-line tool runs.
+pub use jobs_postgres::admin;
 
 /// The PostgreSQL backend in full: SQL, store, worker internals' settings.
 pub mod postgres {

@@ -2,10 +2,12 @@
 //! and a `FOR UPDATE SKIP LOCKED` worker with leases, heartbeats, rescue and graceful shutdown.
 //!
 //! Applications use it through the `jobs` crate. All SQL lives in [`sql`]; [`store`] is the
-//! worker's only way to the database.
+//! worker's only way to the database; [`admin`] is the operator's (health numbers, dead letters,
+//! retention), which the `jobs` command-line tool wraps.
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod enqueue;
 pub mod migrate;
 pub mod sql;
@@ -20,4 +22,4 @@ pub use enqueue::{
 };
 pub use migrate::{migrate, MigrateError, MigrationReport};
 pub use sqlx::{PgConnection, PgPool};
-pub use worker::{Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};
+pub use worker::{Signal, Stopped, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};

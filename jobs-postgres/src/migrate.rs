@@ -20,11 +20,18 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first. A released migration is never edited: add a new one.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "jobs_queue",
-    sql: include_str!("../migrations/0001_jobs_queue.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "jobs_queue",
+        sql: include_str!("../migrations/0001_jobs_queue.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "operating",
+        sql: include_str!("../migrations/0002_operating.sql"),
+    },
+];
 
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]

@@ -188,3 +188,238 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.kind, j.state";
+
+// ---------------------------------------------------------------------------------------------
+// Operating the queue: health numbers, dead letters, retention (see `crate::admin`).
+// ---------------------------------------------------------------------------------------------
+
+/// The extended statistics object (migration 2) whose sample of `(queue, kind, state)`
+/// combinations gives the done and cancelled estimates of [`QUEUE_STATS`].
+pub const STATE_MIX_STATISTICS: &str = "jobs_queue_state_mix";
+
+/// The health numbers of every queue and kind, in one statement.
+///
+/// Live states are counted exactly, each through its own partial index (`jobs_queue_ready`,
+/// `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
+/// retained ones. Done and cancelled rows are not counted: their numbers are estimates, the
+/// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
+/// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
+/// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
+///
+/// One row per queue and kind, ordered by both, each also carrying whether the estimates were
+/// readable and how long ago the table was last analyzed; a single row with a NULL queue when
+/// the table holds nothing.
+pub const QUEUE_STATS: &str = "
+WITH live AS (
+    SELECT queue, kind,
+           count(*) FILTER (WHERE run_at <= now()) AS ready,
+           count(*) FILTER (WHERE run_at > now()) AS scheduled,
+           0::bigint AS running,
+           0::bigint AS expired_leases,
+           0::bigint AS dead,
+           min(run_at) FILTER (WHERE run_at <= now()) AS oldest_ready_at,
+           NULL::timestamptz AS oldest_expired_lease_at
+    FROM jobs_queue WHERE state = 'ready'
+    GROUP BY queue, kind
+    UNION ALL
+    SELECT queue, kind, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), 0,
+           NULL, min(lease_expires_at) FILTER (WHERE lease_expires_at < now())
+    FROM jobs_queue WHERE state = 'running'
+    GROUP BY queue, kind
+    UNION ALL
+    SELECT queue, kind, 0, 0, 0, 0, count(*), NULL, NULL
+    FROM jobs_queue WHERE state = 'dead'
+    GROUP BY queue, kind
+), jobs_table AS (
+    SELECT c.reltuples, n.nspname
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = 'jobs_queue'::regclass
+), sample AS (
+    SELECT s.attnames, s.most_common_vals AS vals, s.most_common_freqs AS freqs, t.reltuples
+    FROM pg_stats_ext s JOIN jobs_table t ON s.schemaname = t.nspname
+    WHERE s.tablename = 'jobs_queue' AND s.statistics_name = 'jobs_queue_state_mix'
+      AND s.most_common_vals IS NOT NULL
+), retained AS (
+    SELECT vals[i][array_position(attnames, 'queue')] AS queue,
+           vals[i][array_position(attnames, 'kind')] AS kind,
+           vals[i][array_position(attnames, 'state')] AS state,
+           round(freqs[i] * greatest(reltuples, 0))::bigint AS estimate
+    FROM sample, generate_subscripts(sample.vals, 1) AS i
+), grouped AS (
+    SELECT queue, kind,
+           sum(ready)::bigint AS ready,
+           sum(scheduled)::bigint AS scheduled,
+           sum(running)::bigint AS running,
+           sum(expired_leases)::bigint AS expired_leases,
+           sum(dead)::bigint AS dead,
+           sum(done)::bigint AS done,
+           sum(cancelled)::bigint AS cancelled,
+           extract(epoch FROM now() - min(oldest_ready_at))::float8 AS oldest_ready_secs,
+           extract(epoch FROM now() - min(oldest_expired_lease_at))::float8
+               AS longest_expired_lease_secs
+    FROM (
+        SELECT queue, kind, ready, scheduled, running, expired_leases, dead,
+               0::bigint AS done, 0::bigint AS cancelled, oldest_ready_at, oldest_expired_lease_at
+        FROM live
+        UNION ALL
+        SELECT queue, kind, 0, 0, 0, 0, 0,
+               CASE WHEN state = 'done' THEN estimate ELSE 0 END,
+               CASE WHEN state = 'cancelled' THEN estimate ELSE 0 END,
+               NULL, NULL
+        FROM retained WHERE state IN ('done', 'cancelled')
+    ) AS counts
+    GROUP BY queue, kind
+), meta AS (
+    SELECT EXISTS (SELECT FROM sample) AS estimated,
+           (SELECT extract(epoch FROM now() - greatest(last_analyze, last_autoanalyze))::float8
+            FROM pg_stat_user_tables WHERE relid = 'jobs_queue'::regclass) AS analyzed_secs_ago
+)
+SELECT meta.estimated, meta.analyzed_secs_ago, grouped.*
+FROM meta LEFT JOIN grouped ON true
+ORDER BY grouped.queue, grouped.kind";
+
+/// The condition selecting dead jobs, shared by the dead-letter statements: `$1` ids (NULL for
+/// any), `$2` kind (NULL for any), `$3` queue (NULL for any), `$4` seconds the job must have been
+/// dead for at least (NULL for any). A dead job's death is its `finished_at`.
+macro_rules! dead_jobs_matching {
+    () => {
+        "state = 'dead'
+      AND ($1::bigint[] IS NULL OR id = ANY($1))
+      AND ($2::text IS NULL OR kind = $2)
+      AND ($3::text IS NULL OR queue = $3)
+      AND ($4::float8 IS NULL
+           OR coalesce(finished_at, attempted_at, created_at) <= now() - make_interval(secs => $4))"
+    };
+}
+
+/// Counts the dead jobs matching `$1`..`$4` (see the dead-job filter above).
+pub const COUNT_DEAD: &str = concat!(
+    "SELECT count(*) FROM jobs_queue WHERE ",
+    dead_jobs_matching!()
+);
+
+/// Lists up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id, each with its
+/// latest error.
+pub const LIST_DEAD: &str = concat!(
+    "
+SELECT id, kind, queue, attempts, max_attempts, dedupe_key,
+       extract(epoch FROM now() - coalesce(finished_at, attempted_at, created_at))::float8
+           AS dead_for_secs,
+       jsonb_array_length(errors) AS error_count,
+       errors -> -1 AS last_error
+FROM jobs_queue
+WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+ORDER BY id
+LIMIT $6"
+);
+
+/// Every column of job `$1` an operator looks at, whatever its state; timestamps as RFC 3339 in
+/// UTC.
+pub const JOB_DETAILS: &str = "
+SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe_key,
+       dedupe_scope, errors,
+       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,
+       to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS run_at,
+       to_char(attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+           AS attempted_at,
+       to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+           AS finished_at
+FROM jobs_queue
+WHERE id = $1";
+
+/// Replays up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id: each becomes
+/// ready at once with its attempts reset to 0 and its error history kept; every queue that got
+/// a job back is announced once.
+///
+/// A job whose dedupe scope is `active` is skipped when another job holds its key (one that is
+/// ready or running, or an earlier job of the same batch being replayed): making it ready would
+/// break the key's uniqueness. Returns every candidate, replayed or not, with the id of the job
+/// holding its key when it was skipped.
+pub const REPLAY_DEAD: &str = concat!(
+    "
+WITH candidates AS (
+    SELECT id, kind, queue, dedupe_key, dedupe_scope
+    FROM jobs_queue
+    WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+    ORDER BY id
+    LIMIT $6
+    FOR UPDATE SKIP LOCKED
+), checked AS (
+    SELECT c.id, c.kind, c.queue, c.dedupe_key,
+           CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
+               (SELECT holder.id FROM jobs_queue AS holder
+                WHERE holder.kind = c.kind AND holder.dedupe_key = c.dedupe_key
+                  AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
+                LIMIT 1),
+               nullif(first_value(c.id) OVER (PARTITION BY c.kind, c.dedupe_key, c.dedupe_scope
+                                              ORDER BY c.id), c.id))
+           END AS held_by
+    FROM candidates AS c
+), replayed AS (
+    UPDATE jobs_queue AS j
+    SET state = 'ready',
+        attempts = 0,
+        run_at = now(),
+        finished_at = NULL
+    FROM checked
+    WHERE j.id = checked.id AND checked.held_by IS NULL
+    RETURNING j.id, j.queue
+), notified AS (
+    SELECT pg_notify('jobs_queue', queue) FROM (SELECT DISTINCT queue FROM replayed) AS queues
+)
+SELECT checked.id, checked.kind, checked.queue, checked.dedupe_key, checked.held_by,
+       (SELECT count(*) FROM notified) AS notified
+FROM checked
+ORDER BY checked.id"
+);
+
+/// Deletes up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id; returns the
+/// deleted ones.
+pub const DISCARD_DEAD: &str = concat!(
+    "
+WITH doomed AS (
+    SELECT id FROM jobs_queue
+    WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+    ORDER BY id
+    LIMIT $6
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs_queue AS j
+USING doomed
+WHERE j.id = doomed.id
+RETURNING j.id, j.kind, j.queue"
+);
+
+/// Advisory lock key that lets one process prune at a time (`"jobs_ret"` as bytes).
+pub const RETENTION_LOCK_KEY: i64 = 0x6a6f_6273_5f72_6574;
+
+/// Deletes up to `$2` done and cancelled jobs finished more than `$1` seconds ago, oldest
+/// first, if this statement gets the retention lock `$3`; dead jobs are never touched.
+///
+/// One statement, its own transaction: the lock is taken with `pg_try_advisory_xact_lock`
+/// first and released at commit, so only one process deletes at a time and none waits.
+/// Returns whether the lock was had, and how many done and cancelled jobs were deleted.
+pub const PRUNE_FINISHED: &str = "
+WITH retention_lock AS (
+    SELECT pg_try_advisory_xact_lock($3) AS held
+), deleted AS (
+    DELETE FROM jobs_queue
+    WHERE (SELECT held FROM retention_lock)
+      AND id IN (
+        SELECT id FROM jobs_queue
+        WHERE state IN ('done', 'cancelled')
+          AND finished_at < now() - make_interval(secs => $1)
+        ORDER BY finished_at
+        LIMIT $2)
+    RETURNING state
+)
+SELECT (SELECT held FROM retention_lock) AS locked,
+       count(*) FILTER (WHERE state = 'done') AS done,
+       count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+FROM deleted";

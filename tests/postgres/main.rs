@@ -1,14 +1,20 @@
 //! Integration tests against a real PostgreSQL: each test creates its own database, so they run
 //! in parallel. Waiting is done by polling a condition with a deadline, never by sleeping.
 
+mod rows;
 mod support;
 mod test_jobs;
 
+mod admin_dead;
+mod admin_retention;
+mod admin_stats;
 mod dedupe;
 mod drain;
 mod enqueue;
+mod lease_control;
 mod outcomes;
 mod resilience;
 mod schema;
 mod shutdown;
+mod unwritable;
 mod worker_start;

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::admin::RetentionConfig;
+
 /// How a worker claims, leases, polls, rescues and shuts down. Every field has a documented
 /// default; [`WorkerConfig::validate`] runs when the worker is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +34,10 @@ pub struct WorkerConfig {
     pub claim_batch_window: Duration,
     /// How outcomes are written. Default: batched, up to 500 per statement.
     pub completion: Completion,
+    /// Deleting done and cancelled jobs past an age, one process at a time: see
+    /// [`RetentionConfig`] (default: kept 7 days, deleted 1,000 per statement, looked for every
+    /// minute). `None` turns it off in this worker. Dead jobs are never deleted automatically.
+    pub retention: Option<RetentionConfig>,
 }
 
 /// How a worker writes the outcomes of runs.
@@ -70,6 +76,7 @@ impl Default for WorkerConfig {
             max_reconnect_delay: Duration::from_secs(5),
             claim_batch_window: Duration::from_millis(2),
             completion: Completion::default(),
+            retention: Some(RetentionConfig::default()),
         }
     }
 }
@@ -114,6 +121,9 @@ impl WorkerConfig {
         }
         if self.max_reconnect_delay.is_zero() {
             return fail("max_reconnect_delay", "must be longer than zero");
+        }
+        if let Some(retention) = &self.retention {
+            retention.validate()?;
         }
         Ok(())
     }

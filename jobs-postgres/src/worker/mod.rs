@@ -3,27 +3,38 @@
 //! and rescuing expired ones; wakes on NOTIFY with polling as a fallback; shuts down gracefully.
 //!
 //! Pieces, one concern each: [`producer`] (claim loop of one queue), [`executor`] (one run),
-//! [`maintenance`] (heartbeat and rescue), [`listener`] (LISTEN/NOTIFY), [`running`] (leases
-//! held), [`config`] (settings).
+//! [`completer`] (outcomes written in batches), [`maintenance`] (heartbeat and rescue),
+//! [`pruner`] (retention of finished jobs),
+//! [`listener`] (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own
+//! lease), [`signal`] (SIGINT/SIGTERM for binaries), [`config`] (settings).
+//!
+//! Stopping: [`WorkerHandle::shutdown`] (or a first signal) stops claiming, lets running jobs
+//! finish within the grace period, then interrupts the rest and hands them back as ready, the
+//! interrupted attempt not counted. [`WorkerHandle::stop_now`] (or a second signal) stops at
+//! once and writes nothing more: the leases of the jobs still running bring them back.
 
 mod backoff;
 mod completer;
 pub mod config;
 mod executor;
+mod lease;
 mod listener;
 mod maintenance;
 mod producer;
+mod pruner;
 mod running;
 mod signal;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use jobs_core::{JobRegistration, Registry, RegistryError, StateMap};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch, Notify};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::task::TaskTracker;
 
 pub use config::{Completion, ConfigError, WorkerConfig};
@@ -31,7 +42,11 @@ use producer::QueuePlan;
 use running::RunningJobs;
 
 use crate::store::Outcome;
-pub use signal::shutdown_signal;
+use signal::Signals;
+pub use signal::{shutdown_signal, Signal, Stopped};
+
+/// How long a stop at once waits for the worker's tasks to notice before returning anyway.
+const STOP_NOW_WAIT: Duration = Duration::from_secs(1);
 
 /// Why a worker refuses to start.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +78,8 @@ pub(crate) struct Shared {
     pub(crate) interrupt: watch::Sender<bool>,
     /// Set when every job is settled: stop the heartbeat and the rescuer.
     pub(crate) stopped: watch::Sender<bool>,
+    /// Turns `true` on a stop at once: drop running jobs where they stand, write nothing more.
+    pub(crate) abandoned: watch::Receiver<bool>,
 }
 
 /// Builds a [`Worker`]: state values, settings, queues and, optionally, which kinds to run.
@@ -202,9 +219,64 @@ impl Worker {
         handle.shutdown().await;
     }
 
+    /// Runs until SIGINT (ctrl-c) or SIGTERM, the ready-made wiring for binaries.
+    ///
+    /// The first signal shuts down gracefully, as [`WorkerHandle::shutdown`]: no more claims;
+    /// running jobs get the grace period to finish; the rest are interrupted and handed back as
+    /// ready at once, the interrupted attempt not counted. A second signal during that stops at
+    /// once, as [`WorkerHandle::stop_now`]: nothing more is written, and the jobs still running
+    /// come back when their leases expire.
+    ///
+    /// The signals are listened to from the call on. Exit with the answer's
+    /// [`exit_code`](Stopped::exit_code), so that a forced stop does not look like a clean one
+    /// (and so that a job stuck in blocking code cannot hold the process):
+    ///
+    /// ```no_run
+    /// # async fn run(pool: jobs_postgres::PgPool) -> Result<(), jobs_postgres::WorkerError> {
+    /// let worker = jobs_postgres::Worker::builder(pool).build()?;
+    /// let stopped = worker.run_until_signalled().await;
+    /// std::process::exit(stopped.exit_code());
+    /// # }
+    /// ```
+    pub async fn run_until_signalled(self) -> Stopped {
+        let mut signals = Signals::new();
+        let handle = self.start();
+        let first = signals.next().await;
+        tracing::info!(
+            signal = %first,
+            "{first} received: shutting down gracefully; send it again to stop at once"
+        );
+        handle.request_shutdown();
+        let WorkerHandle {
+            request: _request,
+            stop_now,
+            supervisor,
+        } = handle;
+        let mut supervisor = pin!(supervisor);
+        tokio::select! {
+            joined = &mut supervisor => {
+                log_supervisor_end(joined);
+                Stopped::Gracefully { signal: first }
+            }
+            second = signals.next() => {
+                tracing::warn!(
+                    signal = %second,
+                    "{second} received again: stopping at once; the jobs still running come back when their leases expire"
+                );
+                stop_now.send_replace(true);
+                match tokio::time::timeout(STOP_NOW_WAIT, &mut supervisor).await {
+                    Ok(joined) => log_supervisor_end(joined),
+                    Err(_) => tracing::warn!("the worker's tasks did not stop in time; returning anyway"),
+                }
+                Stopped::Forced { signal: second }
+            }
+        }
+    }
+
     /// Starts the worker on the current tokio runtime and returns a handle to stop it.
     pub fn start(self) -> WorkerHandle {
         let (request, requested) = watch::channel(false);
+        let (stop_now, abandoned) = watch::channel(false);
         let (completer, outcomes) = match self.config.completion {
             Completion::Batched { max_batch } => {
                 let (sender, receiver) = mpsc::unbounded_channel();
@@ -222,10 +294,12 @@ impl Worker {
             shutdown_requested: watch::Sender::new(false),
             interrupt: watch::Sender::new(false),
             stopped: watch::Sender::new(false),
+            abandoned,
         });
         let supervisor = tokio::spawn(supervise(shared, self.queues, requested, outcomes));
         WorkerHandle {
             request,
+            stop_now,
             supervisor,
         }
     }
@@ -235,6 +309,7 @@ impl Worker {
 #[must_use = "dropping the handle leaves the worker running; call `shutdown().await` to stop it"]
 pub struct WorkerHandle {
     request: watch::Sender<bool>,
+    stop_now: watch::Sender<bool>,
     supervisor: JoinHandle<()>,
 }
 
@@ -250,11 +325,25 @@ impl WorkerHandle {
         self.wait().await;
     }
 
+    /// Stops at once, what a second ctrl-c does: running jobs are dropped where they stand
+    /// (their tasks aborted), no outcome, hand-back or heartbeat is written any more, and the
+    /// jobs still running come back when their leases expire (any worker's rescue makes them
+    /// ready, the attempt counted). Returns once the worker's tasks have stopped.
+    pub async fn stop_now(self) {
+        self.request_shutdown();
+        self.stop_now.send_replace(true);
+        self.wait().await;
+    }
+
     /// Waits until the worker has stopped.
     pub async fn wait(self) {
-        if let Err(error) = self.supervisor.await {
-            tracing::error!(%error, "the worker's supervisor task failed");
-        }
+        log_supervisor_end(self.supervisor.await);
+    }
+}
+
+fn log_supervisor_end(joined: Result<(), tokio::task::JoinError>) {
+    if let Err(error) = joined {
+        tracing::error!(%error, "the worker's supervisor task failed");
     }
 }
 
@@ -301,36 +390,76 @@ async fn supervise(
     }
     let heartbeat = tokio::spawn(maintenance::heartbeat(Arc::clone(&shared)));
     let rescuer = tokio::spawn(maintenance::rescuer(Arc::clone(&shared)));
+    let pruner = tokio::spawn(pruner::pruner(Arc::clone(&shared)));
     tracing::info!(kinds = ?kinds, "worker started");
 
-    // An error means the handle is gone: treat it as a shutdown request.
-    let _ = requested.wait_for(|requested| *requested).await;
-    tracing::info!(
-        running = shared.running.len(),
-        "shutdown requested; no new jobs will be claimed"
-    );
-    shared.shutdown_requested.send_replace(true);
-    for service in services {
-        let _ = service.await;
-    }
-    executors.close();
-    if tokio::time::timeout(shared.config.shutdown_grace, executors.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
+    // Everything to abort on a stop at once; executors stop by themselves.
+    let service_tasks: Vec<AbortHandle> = services.iter().map(JoinHandle::abort_handle).collect();
+    let mut tasks = service_tasks.clone();
+    tasks.extend([
+        heartbeat.abort_handle(),
+        rescuer.abort_handle(),
+        pruner.abort_handle(),
+    ]);
+    tasks.extend(completer.as_ref().map(JoinHandle::abort_handle));
+
+    let orderly = async {
+        // An error means the handle is gone: treat it as a shutdown request.
+        let _ = requested.wait_for(|requested| *requested).await;
+        tracing::info!(
             running = shared.running.len(),
-            "grace period over; interrupting running jobs and handing them back"
+            "shutdown requested; no new jobs will be claimed"
         );
-        shared.interrupt.send_replace(true);
-        executors.wait().await;
+        shared.shutdown_requested.send_replace(true);
+        // The grace period counts from the request: a producer still waiting for its claim
+        // (for a connection, during an outage) uses it up too, and is stopped when it ends.
+        let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
+        let mut settled = pin!(async {
+            for service in services {
+                let _ = service.await;
+            }
+            executors.close();
+            executors.wait().await;
+        });
+        if tokio::time::timeout_at(deadline, &mut settled)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = shared.running.len(),
+                "grace period over; interrupting running jobs and handing them back"
+            );
+            shared.interrupt.send_replace(true);
+            // A producer still waiting for its claim would hold the shutdown for as long as the
+            // pool's acquire timeout. Should its claim have gone through, the jobs it took come
+            // back when their leases expire.
+            for task in &service_tasks {
+                task.abort();
+            }
+            settled.await;
+        }
+        drain.send_replace(true);
+        if let Some(completer) = completer {
+            let _ = completer.await;
+        }
+        shared.stopped.send_replace(true);
+        let _ = heartbeat.await;
+        let _ = rescuer.await;
+        let _ = pruner.await;
+    };
+    let mut abandoned = shared.abandoned.clone();
+    tokio::select! {
+        () = orderly => tracing::info!("worker stopped"),
+        Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => {
+            shared.shutdown_requested.send_replace(true);
+            shared.stopped.send_replace(true);
+            for task in tasks {
+                task.abort();
+            }
+            tracing::warn!(
+                running = shared.running.len(),
+                "worker stopped at once; the jobs it was running come back when their leases expire"
+            );
+        }
     }
-    drain.send_replace(true);
-    if let Some(completer) = completer {
-        let _ = completer.await;
-    }
-    shared.stopped.send_replace(true);
-    let _ = heartbeat.await;
-    let _ = rescuer.await;
-    tracing::info!("worker stopped");
 }

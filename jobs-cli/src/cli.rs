@@ -1,0 +1,166 @@
+//! The command line: every command, flag and default.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use jobs_core::JobId;
+
+/// Operate a jobs queue on PostgreSQL: health numbers, alerting, dead letters, retention.
+///
+/// Connects to DATABASE_URL, or --database-url. Exit codes: 0 success (for `check`: healthy),
+/// 1 `check` found a threshold crossed, 2 the command could not run (one line on stderr says
+/// why).
+#[derive(Debug, Parser)]
+#[command(name = "jobs", version)]
+pub struct Cli {
+    /// PostgreSQL URL of the database holding the jobs (postgres://user:password@host:port/db).
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// How long to wait for the database to accept a connection.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub connect_timeout: Duration,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Bring the jobs schema up to date (safe to run from many processes at once).
+    Migrate,
+    /// Show the jobs of every queue and kind by state, and how long the oldest ready job waited.
+    ///
+    /// READY are due jobs waiting for a slot, SCHEDULED wait for their run_at (retries backing
+    /// off, delayed jobs), EXPIRED are running jobs whose lease expired and that no rescue has
+    /// brought back yet. DONE and CANCELLED are estimates from the planner's statistics.
+    Stats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dead letters: list, show, replay or discard dead jobs.
+    Dead {
+        /// What to do with dead jobs.
+        #[command(subcommand)]
+        command: DeadCommand,
+    },
+    /// Delete done and cancelled jobs that finished before a given age (dead jobs are kept).
+    ///
+    /// Workers do this by themselves (every minute, 7 days' retention by default); this runs it
+    /// now, until nothing older is left. Only one process deletes at a time.
+    Prune {
+        /// Delete what finished longer ago than this.
+        #[arg(long, value_name = "AGE", default_value = "7d", value_parser = duration)]
+        older_than: Duration,
+        /// Jobs deleted per statement.
+        #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+        batch_size: u32,
+    },
+    /// Exit 1 with one line per threshold crossed, 0 when healthy: for cron, probes and
+    /// monitoring.
+    Check {
+        /// Most dead jobs one kind may have.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        max_dead: u64,
+        /// Longest a due job may wait for a worker.
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+        max_ready_age: Duration,
+        /// Longest a lease may stay expired without a rescue (rescue sweeps every 5 s by
+        /// default, so more means no worker is rescuing).
+        #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
+        max_expired_lease_age: Duration,
+    },
+}
+
+/// What to do with dead jobs.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// List dead jobs with their last error, oldest id first.
+    List {
+        /// Which dead jobs.
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Show at most this many.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one job with its payload and its whole error history.
+    Show {
+        /// The job's id.
+        id: JobId,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make dead jobs ready again: attempts reset to 0, error history kept, run at once.
+    ///
+    /// Safe while workers run and safe to repeat: jobs no longer dead are left alone. A job
+    /// whose `active` dedupe key is held by another ready or running job is skipped and
+    /// reported: replay it once that job is finished.
+    Replay {
+        /// Which dead jobs.
+        #[command(flatten)]
+        selection: Selection,
+    },
+    /// Delete dead jobs and their history for good.
+    Discard {
+        /// Which dead jobs.
+        #[command(flatten)]
+        selection: Selection,
+    },
+}
+
+/// Narrows a listing of dead jobs.
+#[derive(Debug, Args)]
+pub struct FilterArgs {
+    /// Only jobs of this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only jobs of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only jobs dead for at least this long (e.g. 30m, 7d).
+    #[arg(long, value_name = "AGE", value_parser = duration)]
+    pub older_than: Option<Duration>,
+}
+
+/// Which dead jobs to replay or discard: at least one condition, or --all. Conditions add up.
+#[derive(Debug, Args)]
+#[group(id = "selection", required = true, multiple = true)]
+pub struct Selection {
+    /// This job (repeat for several).
+    #[arg(long = "id", value_name = "ID")]
+    pub ids: Vec<JobId>,
+    /// Jobs of this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Jobs of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Jobs dead for at least this long (e.g. 30m, 7d).
+    #[arg(long, value_name = "AGE", value_parser = duration)]
+    pub older_than: Option<Duration>,
+    /// Every dead job.
+    #[arg(long, conflicts_with_all = ["ids", "kind", "queue", "older_than"])]
+    pub all: bool,
+}
+
+/// Parses `"30s"`, `"5m"`, `"7d"`, `"1h30m"`.
+fn duration(text: &str) -> Result<Duration, String> {
+    jobs_core::parse_duration(text).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,306 @@
+//! `jobs dead list|show|replay|discard`.
+
+use std::collections::BTreeMap;
+
+use jobs_core::JobId;
+use jobs_postgres::admin::{
+    self, AttemptRecord, DeadFilter, DeadJob, HumanDuration, JobDetails, JobRef, ReplayReport,
+};
+use jobs_postgres::PgPool;
+use serde_json::{json, Value};
+
+use super::{count, json_text, Report};
+use crate::cli::{FilterArgs, Selection};
+use crate::error::CliError;
+use crate::progress::Progress;
+use crate::table::{Align, Table};
+
+/// Dead jobs replayed or discarded per statement.
+const BATCH: usize = admin::dead::BATCH_SIZE;
+/// Longest error message shown in a list.
+const ERROR_WIDTH: usize = 80;
+
+/// `dead list`.
+pub async fn list(
+    pool: &PgPool,
+    args: &FilterArgs,
+    limit: usize,
+    json: bool,
+) -> Result<Report, CliError> {
+    let filter = listing_filter(args);
+    let jobs = admin::list_dead(pool, &filter, 0, limit).await?;
+    let total = if jobs.len() < limit {
+        jobs.len() as u64
+    } else {
+        admin::count_dead(pool, &filter).await?
+    };
+    if json {
+        let jobs: Vec<Value> = jobs.iter().map(dead_job_json).collect();
+        return Ok(Report::success(json_text(&json!({
+            "jobs": jobs,
+            "total": total,
+        }))));
+    }
+    if jobs.is_empty() {
+        return Ok(Report::success("no dead jobs\n".to_owned()));
+    }
+    let mut table = Table::new(&[
+        ("ID", Align::Right),
+        ("KIND", Align::Left),
+        ("QUEUE", Align::Left),
+        ("ATTEMPTS", Align::Right),
+        ("DEAD FOR", Align::Right),
+        ("LAST ERROR", Align::Left),
+    ]);
+    for job in &jobs {
+        table.row(vec![
+            job.id.to_string(),
+            job.kind.clone(),
+            job.queue.clone(),
+            format!("{}/{}", job.attempts, job.max_attempts),
+            HumanDuration(std::time::Duration::from_secs(job.dead_for.as_secs())).to_string(),
+            job.last_error
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |error| shorten(&describe(error))),
+        ]);
+    }
+    let mut text = table.render();
+    let shown = jobs.len() as u64;
+    if shown < total {
+        text.push_str(&format!(
+            "showing {shown} of {total} dead jobs: narrow with --kind, --queue or --older-than, or raise --limit\n"
+        ));
+    } else {
+        text.push_str(&format!("{}\n", count(jobs.len(), "dead job")));
+    }
+    Ok(Report::success(text))
+}
+
+/// `dead show`.
+pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliError> {
+    let job = admin::job_details(pool, id)
+        .await?
+        .ok_or(CliError::NoSuchJob(id))?;
+    if json {
+        return Ok(Report::success(json_text(&details_json(&job))));
+    }
+    let mut text = format!(
+        "job {}: kind {} in queue {}, {}\n",
+        job.id, job.kind, job.queue, job.state
+    );
+    let mut field = |name: &str, value: &str| text.push_str(&format!("  {name:<13}{value}\n"));
+    field(
+        "attempts",
+        &format!("{} of {}", job.attempts, job.max_attempts),
+    );
+    field("priority", &job.priority.to_string());
+    if let (Some(key), Some(scope)) = (&job.dedupe_key, &job.dedupe_scope) {
+        field("dedupe key", &format!("{key} ({scope})"));
+    }
+    field("enqueued", &job.created_at);
+    field("run at", &job.run_at);
+    if let Some(at) = &job.attempted_at {
+        field("last attempt", at);
+    }
+    if let Some(at) = &job.finished_at {
+        field("finished", at);
+    }
+    field("payload", &job.payload.to_string());
+    text.push_str(&format!("errors ({}):\n", job.errors.len()));
+    for error in &job.errors {
+        text.push_str(&format!(
+            "  #{} {} {}: {}\n",
+            error.attempt,
+            error.at,
+            error.kind,
+            error.error.replace('\n', " ")
+        ));
+    }
+    Ok(Report::success(text))
+}
+
+/// `dead replay`.
+pub async fn replay(pool: &PgPool, selection: &Selection) -> Result<Report, CliError> {
+    let filter = selection_filter(selection);
+    let total = admin::count_dead(pool, &filter).await?;
+    let mut report = ReplayReport::default();
+    if total > 0 {
+        let progress = Progress::bar(total, "replaying dead jobs");
+        let mut after = 0;
+        loop {
+            let batch = admin::replay_batch(pool, &filter, after, BATCH).await?;
+            progress.advance((batch.report.replayed.len() + batch.report.skipped.len()) as u64);
+            report.merge(batch.report);
+            match batch.resume_after {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+    }
+    let mut text = if report.replayed.is_empty() {
+        "no dead jobs replayed\n".to_owned()
+    } else {
+        format!(
+            "replayed {}: {}\n",
+            count(report.replayed.len(), "dead job"),
+            by_kind(&report.replayed)
+        )
+    };
+    for skipped in &report.skipped {
+        text.push_str(&format!(
+            "skipped job {} (kind {}, queue {}): job {} holds its dedupe key {:?}; replay it once that job has finished\n",
+            skipped.job.id, skipped.job.kind, skipped.job.queue, skipped.held_by, skipped.dedupe_key
+        ));
+    }
+    for id in report.not_dead(&filter) {
+        text.push_str(&format!("job {id} is not dead: nothing to replay\n"));
+    }
+    Ok(Report::success(text))
+}
+
+/// `dead discard`.
+pub async fn discard(pool: &PgPool, selection: &Selection) -> Result<Report, CliError> {
+    let filter = selection_filter(selection);
+    let total = admin::count_dead(pool, &filter).await?;
+    let mut discarded = Vec::new();
+    if total > 0 {
+        let progress = Progress::bar(total, "discarding dead jobs");
+        let mut after = 0;
+        loop {
+            let batch = admin::discard_batch(pool, &filter, after, BATCH).await?;
+            progress.advance(batch.report.discarded.len() as u64);
+            discarded.extend(batch.report.discarded);
+            match batch.resume_after {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+    }
+    let mut text = if discarded.is_empty() {
+        "no dead jobs discarded\n".to_owned()
+    } else {
+        format!(
+            "discarded {}: {}\n",
+            count(discarded.len(), "dead job"),
+            by_kind(&discarded)
+        )
+    };
+    if let Some(ids) = filter.requested_ids() {
+        for id in ids {
+            if !discarded.iter().any(|job| job.id == *id) {
+                text.push_str(&format!("job {id} is not dead: nothing to discard\n"));
+            }
+        }
+    }
+    Ok(Report::success(text))
+}
+
+fn listing_filter(args: &FilterArgs) -> DeadFilter {
+    narrow(
+        DeadFilter::all(),
+        args.kind.as_deref(),
+        args.queue.as_deref(),
+        args.older_than,
+    )
+}
+
+fn selection_filter(selection: &Selection) -> DeadFilter {
+    let filter = if selection.ids.is_empty() {
+        DeadFilter::all()
+    } else {
+        DeadFilter::all().ids(selection.ids.iter().copied())
+    };
+    narrow(
+        filter,
+        selection.kind.as_deref(),
+        selection.queue.as_deref(),
+        selection.older_than,
+    )
+}
+
+fn narrow(
+    mut filter: DeadFilter,
+    kind: Option<&str>,
+    queue: Option<&str>,
+    older_than: Option<std::time::Duration>,
+) -> DeadFilter {
+    if let Some(kind) = kind {
+        filter = filter.kind(kind);
+    }
+    if let Some(queue) = queue {
+        filter = filter.queue(queue);
+    }
+    if let Some(age) = older_than {
+        filter = filter.dead_for_at_least(age);
+    }
+    filter
+}
+
+/// `"send_email (queue email) 2, resize (queue default) 1"`.
+fn by_kind(jobs: &[JobRef]) -> String {
+    let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for job in jobs {
+        *counts.entry((&job.kind, &job.queue)).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|((kind, queue), n)| format!("{kind} (queue {queue}) {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn describe(error: &AttemptRecord) -> String {
+    format!("{}: {}", error.kind, error.error.replace('\n', " "))
+}
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= ERROR_WIDTH {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(ERROR_WIDTH - 3).collect();
+    short.push_str("...");
+    short
+}
+
+fn attempt_json(error: &AttemptRecord) -> Value {
+    json!({
+        "attempt": error.attempt,
+        "at": error.at,
+        "kind": error.kind,
+        "error": error.error,
+    })
+}
+
+fn dead_job_json(job: &DeadJob) -> Value {
+    json!({
+        "id": job.id,
+        "kind": job.kind,
+        "queue": job.queue,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "dedupe_key": job.dedupe_key,
+        "dead_for_secs": job.dead_for.as_secs_f64(),
+        "error_count": job.error_count,
+        "last_error": job.last_error.as_ref().map(attempt_json),
+    })
+}
+
+fn details_json(job: &JobDetails) -> Value {
+    json!({
+        "id": job.id,
+        "kind": job.kind,
+        "queue": job.queue,
+        "state": job.state.as_str(),
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "payload": job.payload,
+        "dedupe_key": job.dedupe_key,
+        "dedupe_scope": job.dedupe_scope,
+        "created_at": job.created_at,
+        "run_at": job.run_at,
+        "attempted_at": job.attempted_at,
+        "finished_at": job.finished_at,
+        "errors": job.errors.iter().map(attempt_json).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,107 @@
+//! One module per command: each calls `jobs_postgres::admin` and renders the result as text
+//! (or JSON), which `main` prints.
+
+mod check;
+mod dead;
+mod migrate;
+mod prune;
+mod stats;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command, DeadCommand};
+use crate::connect::connect;
+use crate::error::CliError;
+
+/// How a command that ran ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// All is well.
+    Success,
+    /// `check` found a threshold crossed.
+    Unhealthy,
+}
+
+impl Outcome {
+    /// The process exit code: 0, or 1 when unhealthy.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Success => ExitCode::SUCCESS,
+            Outcome::Unhealthy => ExitCode::from(1),
+        }
+    }
+}
+
+/// What a command prints on stdout, and how it ended.
+pub struct Report {
+    /// The text, ending in a newline.
+    pub text: String,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl Report {
+    fn success(text: String) -> Self {
+        Self {
+            text,
+            outcome: Outcome::Success,
+        }
+    }
+}
+
+/// Connects, runs the command and prints its report.
+pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
+    let pool = connect(cli.database_url.as_deref(), cli.connect_timeout).await?;
+    let report = match cli.command {
+        Command::Migrate => migrate::run(&pool).await,
+        Command::Stats { json } => stats::run(&pool, json).await,
+        Command::Dead { command } => match command {
+            DeadCommand::List {
+                filter,
+                limit,
+                json,
+            } => dead::list(&pool, &filter, limit, json).await,
+            DeadCommand::Show { id, json } => dead::show(&pool, id, json).await,
+            DeadCommand::Replay { selection } => dead::replay(&pool, &selection).await,
+            DeadCommand::Discard { selection } => dead::discard(&pool, &selection).await,
+        },
+        Command::Prune {
+            older_than,
+            batch_size,
+        } => prune::run(&pool, older_than, batch_size).await,
+        Command::Check {
+            max_dead,
+            max_ready_age,
+            max_expired_lease_age,
+        } => {
+            let thresholds = jobs_postgres::admin::HealthThresholds {
+                max_dead,
+                max_ready_age,
+                max_expired_lease_age,
+            };
+            check::run(&pool, &thresholds).await
+        }
+    };
+    pool.close().await;
+    let report = report?;
+    // A reader that went away (`jobs stats | head -1`) is not an error worth a message.
+    let _ = std::io::stdout().lock().write_all(report.text.as_bytes());
+    Ok(report.outcome)
+}
+
+/// `n` followed by `word`, plural unless `n` is 1 (`"1 job"`, `"3 jobs"`).
+fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// A JSON document as pretty text ending in a newline.
+fn json_text(value: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    text.push('\n');
+    text
+}

@@ -1,0 +1,56 @@
+//! `jobs prune`: retention, now, until nothing older is left.
+
+use std::time::Duration;
+
+use jobs_postgres::admin::{HumanDuration, Retention, RetentionConfig};
+use jobs_postgres::PgPool;
+
+use super::{count, Report};
+use crate::error::CliError;
+use crate::progress::Progress;
+
+/// Deletes done and cancelled jobs finished more than `older_than` ago, `batch_size` per
+/// statement.
+pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result<Report, CliError> {
+    let config = RetentionConfig {
+        max_age: older_than,
+        batch_size: usize::try_from(batch_size).unwrap_or(usize::MAX),
+        ..RetentionConfig::default()
+    };
+    let retention = Retention::new(pool.clone(), config)?;
+    let age = HumanDuration(older_than);
+    let progress = Progress::spinner("deleting finished jobs");
+    let (mut done, mut cancelled) = (0, 0);
+    let mut locked_elsewhere = false;
+    loop {
+        let report = retention.run_once().await?;
+        done += report.done;
+        cancelled += report.cancelled;
+        progress.advance(report.deleted());
+        if report.locked_elsewhere {
+            locked_elsewhere = true;
+            break;
+        }
+        if !report.more {
+            break;
+        }
+    }
+    drop(progress);
+    let deleted = done + cancelled;
+    let mut text = if deleted == 0 {
+        format!("nothing deleted: no done or cancelled job finished more than {age} ago\n")
+    } else {
+        format!(
+            "deleted {} finished more than {age} ago ({done} done, {cancelled} cancelled)\n",
+            count(usize::try_from(deleted).unwrap_or(usize::MAX), "job"),
+        )
+    };
+    if locked_elsewhere {
+        text = if deleted == 0 {
+            "another process is deleting finished jobs right now; nothing deleted here\n".to_owned()
+        } else {
+            format!("{text}another process is deleting the rest\n")
+        };
+    }
+    Ok(Report::success(text))
+}

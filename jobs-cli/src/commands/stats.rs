@@ -1,0 +1,114 @@
+//! `jobs stats`: the health numbers as a table or JSON.
+
+use std::time::Duration;
+
+use jobs_postgres::admin::{self, Counts, HumanDuration, Stats};
+use jobs_postgres::PgPool;
+use serde_json::{json, Value};
+
+use super::{json_text, Report};
+use crate::error::CliError;
+use crate::table::{Align, Table};
+
+/// Reads the numbers and renders them.
+pub async fn run(pool: &PgPool, json: bool) -> Result<Report, CliError> {
+    let stats = admin::stats(pool).await?;
+    Ok(Report::success(if json {
+        json_text(&to_json(&stats))
+    } else {
+        to_table(&stats)
+    }))
+}
+
+fn to_table(stats: &Stats) -> String {
+    if stats.kinds.is_empty() {
+        return "no jobs\n".to_owned();
+    }
+    let mut table = Table::new(&[
+        ("QUEUE", Align::Left),
+        ("KIND", Align::Left),
+        ("READY", Align::Right),
+        ("SCHEDULED", Align::Right),
+        ("RUNNING", Align::Right),
+        ("EXPIRED", Align::Right),
+        ("DEAD", Align::Right),
+        ("DONE~", Align::Right),
+        ("CANCELLED~", Align::Right),
+        ("OLDEST READY", Align::Left),
+    ]);
+    for kind in &stats.kinds {
+        table.row(cells(&kind.queue, &kind.kind, &kind.counts));
+    }
+    if stats.kinds.len() > 1 {
+        table.row(cells("total", "", &stats.total()));
+    }
+    let mut text = table.render();
+    text.push_str(&match (stats.estimated, stats.analyzed_ago) {
+        (true, Some(ago)) => format!(
+            "~ estimated from the planner's statistics, gathered {} ago\n",
+            HumanDuration(round(ago))
+        ),
+        (true, None) => "~ estimated from the planner's statistics\n".to_owned(),
+        (false, _) => {
+            "~ no estimate yet: the table has not been analyzed, or this role does not own it\n"
+                .to_owned()
+        }
+    });
+    text
+}
+
+fn cells(queue: &str, kind: &str, counts: &Counts) -> Vec<String> {
+    vec![
+        queue.to_owned(),
+        kind.to_owned(),
+        counts.ready.to_string(),
+        counts.scheduled.to_string(),
+        counts.running.to_string(),
+        counts.expired_leases.to_string(),
+        counts.dead.to_string(),
+        counts.done.to_string(),
+        counts.cancelled.to_string(),
+        counts.oldest_ready_age.map_or_else(
+            || "-".to_owned(),
+            |age| HumanDuration(round(age)).to_string(),
+        ),
+    ]
+}
+
+/// To the second: sub-second parts of an age are noise in a table.
+fn round(age: Duration) -> Duration {
+    Duration::from_secs(age.as_secs())
+}
+
+fn to_json(stats: &Stats) -> Value {
+    let kinds: Vec<Value> = stats
+        .kinds
+        .iter()
+        .map(|kind| {
+            let mut value = counts_json(&kind.counts);
+            value["queue"] = json!(kind.queue);
+            value["kind"] = json!(kind.kind);
+            value
+        })
+        .collect();
+    json!({
+        "kinds": kinds,
+        "total": counts_json(&stats.total()),
+        "estimated": stats.estimated,
+        "analyzed_secs_ago": stats.analyzed_ago.map(|ago| ago.as_secs_f64()),
+    })
+}
+
+fn counts_json(counts: &Counts) -> Value {
+    json!({
+        "ready": counts.ready,
+        "scheduled": counts.scheduled,
+        "running": counts.running,
+        "expired_leases": counts.expired_leases,
+        "dead": counts.dead,
+        "done": counts.done,
+        "cancelled": counts.cancelled,
+        "oldest_ready_secs": counts.oldest_ready_age.map(|age| age.as_secs_f64()),
+        "longest_expired_lease_secs": counts.longest_expired_lease.map(|age| age.as_secs_f64()),
+    })
+}

@@ -1,0 +1,48 @@
+//! Why a command could not run; each becomes one line on stderr and exit code 2.
+
+use jobs_core::JobId;
+use jobs_postgres::admin::AdminError;
+use jobs_postgres::MigrateError;
+
+/// Why a command could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Neither `--database-url` nor `DATABASE_URL` was given.
+    #[error("no database: set DATABASE_URL or pass --database-url postgres://user@host/db")]
+    NoDatabase,
+    /// The URL does not parse.
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
+    /// The server did not accept a connection.
+    #[error("cannot reach the database at {target}: {source}")]
+    Connect {
+        /// Host, port and database, without credentials.
+        target: String,
+        /// Why.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The server did not answer within the connect timeout.
+    #[error("cannot reach the database at {target}: no answer within {waited}")]
+    ConnectTimeout {
+        /// Host, port and database, without credentials.
+        target: String,
+        /// The timeout, as given.
+        waited: String,
+    },
+    /// An operation on the queue failed.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// A setting cannot work.
+    #[error(transparent)]
+    Config(#[from] jobs_postgres::worker::ConfigError),
+    /// Migrating failed.
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+    /// `dead show` named a job that does not exist.
+    #[error("no job {0}: never enqueued, or already discarded or pruned")]
+    NoSuchJob(JobId),
+    /// The async runtime could not start.
+    #[error("could not start: {0}")]
+    Runtime(#[source] std::io::Error),
+}

@@ -1,0 +1,106 @@
+//! `jobs check`: exit 0 when healthy; exit 1 and one line per threshold crossed, naming the
+//! kind and the number.
+
+use crate::support::Db;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_queue_passes() {
+    let db = Db::migrated().await;
+    db.insert(2, "send_email", "email", "ready").await;
+    db.insert(1, "resize", "default", "running").await;
+    db.insert(5, "resize", "default", "done").await;
+    let run = db.jobs(&["check"]).await.success();
+    assert_eq!(
+        run.stdout,
+        "ok: 2 kinds in 2 queues; 2 ready, 1 running, 0 dead\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_job_fails_the_check() {
+    let db = Db::migrated().await;
+    db.insert(2, "send_email", "email", "dead").await;
+    db.insert(1, "resize", "default", "ready").await;
+    let run = db.jobs(&["check"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "dead: 2 dead jobs of kind send_email in queue email (at most 0 allowed)\n"
+    );
+    // The threshold is a flag.
+    let tolerant = db.jobs(&["check", "--max-dead", "2"]).await.success();
+    assert!(tolerant.stdout.starts_with("ok: "), "{tolerant:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_job_waiting_too_long_fails_the_check() {
+    let db = Db::migrated().await;
+    let ids = db.insert(3, "send_email", "email", "ready").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET run_at = now() - interval '10 minutes', created_at = now() - interval '10 minutes' WHERE id = {}",
+        ids[0]
+    ))
+    .await;
+    let run = db.jobs(&["check"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{run:?}");
+    assert!(
+        lines[0].starts_with(
+            "ready_age: the oldest of 3 ready jobs of kind send_email in queue email has waited 10m"
+        ),
+        "{run:?}"
+    );
+    assert!(lines[0].ends_with("(at most 5m allowed)"), "{run:?}");
+    db.jobs(&["check", "--max-ready-age", "15m"])
+        .await
+        .success();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_nobody_rescues_fails_the_check() {
+    let db = Db::migrated().await;
+    let ids = db.insert(1, "resize", "default", "running").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET lease_expires_at = now() - interval '3 minutes' WHERE id = {}",
+        ids[0]
+    ))
+    .await;
+    let run = db.jobs(&["check"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.starts_with(
+            "expired_leases: 1 running job of kind resize in queue default with an expired lease, the oldest expired 3m"
+        ),
+        "{run:?}"
+    );
+    db.jobs(&["check", "--max-expired-lease-age", "10m"])
+        .await
+        .success();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_threshold_crossed_gets_its_line() {
+    let db = Db::migrated().await;
+    db.insert(1, "send_email", "email", "dead").await;
+    db.insert(4, "resize", "default", "dead").await;
+    let ready = db.insert(1, "resize", "default", "ready").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET run_at = now() - interval '1 hour' WHERE id = {}",
+        ready[0]
+    ))
+    .await;
+    let run = db.jobs(&["check"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let names: Vec<&str> = run
+        .stdout
+        .lines()
+        .map(|line| line.split(':').next().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["dead", "ready_age", "dead"], "{run:?}");
+    assert!(run.stdout.contains("4 dead jobs of kind resize"), "{run:?}");
+    assert!(
+        run.stdout.contains("1 dead job of kind send_email"),
+        "{run:?}"
+    );
+}

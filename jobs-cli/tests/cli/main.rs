@@ -1,0 +1,11 @@
+//! Every `jobs` command run as the built binary against a real PostgreSQL, one fresh database
+//! per test: what it prints, and its exit code.
+
+mod support;
+
+mod check;
+mod dead;
+mod errors;
+mod migrate;
+mod prune;
+mod stats;

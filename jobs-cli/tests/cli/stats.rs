@@ -1,0 +1,78 @@
+//! `jobs stats`: a table for people, JSON for machines.
+
+use crate::support::Db;
+
+async fn fill(db: &Db) {
+    db.insert(3, "send_email", "email", "ready").await;
+    db.execute(
+        "UPDATE jobs_queue SET run_at = now() - interval '90 seconds'
+         WHERE id = (SELECT min(id) FROM jobs_queue)",
+    )
+    .await;
+    let scheduled = db.insert(2, "send_email", "email", "ready").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET run_at = now() + interval '1 hour' WHERE id IN ({}, {})",
+        scheduled[0], scheduled[1]
+    ))
+    .await;
+    db.insert(1, "send_email", "email", "running").await;
+    db.insert(2, "resize", "default", "dead").await;
+    db.insert(7, "resize", "default", "done").await;
+    db.execute("ANALYZE jobs_queue").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_prints_a_table_per_queue_and_kind() {
+    let db = Db::migrated().await;
+    fill(&db).await;
+    let run = db.jobs(&["stats"]).await.success();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "QUEUE    KIND        READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE~  CANCELLED~  OLDEST READY"
+    );
+    assert_eq!(
+        lines[1],
+        "default  resize          0          0        0        0     2      7           0  -"
+    );
+    assert!(
+        lines[2].starts_with(
+            "email    send_email      3          2        1        0     0      0           0  1m3"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(lines[3].starts_with("total"), "{}", run.stdout);
+    assert!(
+        lines[4].starts_with("~ estimated from the planner's statistics, gathered "),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_json_is_for_machines() {
+    let db = Db::migrated().await;
+    fill(&db).await;
+    let run = db.jobs(&["stats", "--json"]).await.success();
+    let stats: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let email = &stats["kinds"][1];
+    assert_eq!(email["queue"], "email");
+    assert_eq!(email["kind"], "send_email");
+    assert_eq!(
+        (&email["ready"], &email["scheduled"], &email["running"]),
+        (&3.into(), &2.into(), &1.into())
+    );
+    let waited = email["oldest_ready_secs"].as_f64().expect("a number");
+    assert!((90.0..150.0).contains(&waited), "{waited}");
+    assert_eq!(stats["kinds"][0]["dead"], 2);
+    assert_eq!(stats["kinds"][0]["done"], 7);
+    assert_eq!(stats["total"]["ready"], 3);
+    assert_eq!(stats["estimated"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_of_an_empty_queue() {
+    let db = Db::migrated().await;
+    assert_eq!(db.jobs(&["stats"]).await.success().stdout, "no jobs\n");
+}

@@ -1,0 +1,147 @@
+//! Running the built `jobs` binary against a fresh database.
+
+use std::future::Future;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use jobs::postgres::testing::TestDatabase;
+use sqlx::PgPool;
+
+/// The binary under test.
+const JOBS: &str = env!("CARGO_BIN_EXE_jobs");
+
+/// A fresh database, dropped at the end of the test.
+pub struct Db {
+    pub pool: PgPool,
+    database: TestDatabase,
+}
+
+impl Db {
+    /// A database with the jobs schema.
+    pub async fn migrated() -> Self {
+        let db = Self::empty().await;
+        jobs::migrate(&db.pool).await.expect("migrate");
+        db
+    }
+
+    /// A database without the jobs schema.
+    pub async fn empty() -> Self {
+        let database = TestDatabase::create().await.expect("create test database");
+        let pool = database.pool(8).await.expect("connect to test database");
+        Self { pool, database }
+    }
+
+    /// Runs `jobs ARGS` with `DATABASE_URL` naming this database.
+    pub async fn jobs(&self, args: &[&str]) -> Run {
+        run(args, Some(self.database.url())).await
+    }
+
+    /// Runs one statement.
+    pub async fn execute(&self, statement: &str) {
+        sqlx::query(statement)
+            .execute(&self.pool)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+    }
+
+    /// Runs one query returning a number.
+    pub async fn count(&self, query: &str) -> i64 {
+        sqlx::query_scalar(query)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|error| panic!("{query}: {error}"))
+    }
+
+    /// Inserts `count` jobs of `kind` in `queue` and `state`; `extra` is `column = SQL value`
+    /// pairs, comma-separated, overriding the defaults. Returns their ids.
+    pub async fn insert(&self, count: i64, kind: &str, queue: &str, state: &str) -> Vec<i64> {
+        let statement = "
+            INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
+                                    lease_token, lease_expires_at, finished_at, errors)
+            SELECT $1, $2, jsonb_build_object('n', n), $3, 1, 1,
+                   CASE WHEN $3 = 'running' THEN gen_random_uuid() END,
+                   CASE WHEN $3 = 'running' THEN now() + interval '30 seconds' END,
+                   CASE WHEN $3 IN ('done', 'dead', 'cancelled') THEN now() END,
+                   CASE WHEN $3 = 'dead' THEN jsonb_build_array(jsonb_build_object(
+                       'attempt', 1, 'at', now(), 'kind', 'permanent', 'error', 'no such user'))
+                        ELSE '[]'::jsonb END
+            FROM generate_series(1, $4) AS n
+            RETURNING id";
+        let mut ids: Vec<i64> = sqlx::query_scalar(statement)
+            .bind(kind)
+            .bind(queue)
+            .bind(state)
+            .bind(count)
+            .fetch_all(&self.pool)
+            .await
+            .expect("insert jobs");
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// What a run of the binary printed, and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Asserts a clean success with nothing on stderr (progress stays quiet off a terminal).
+    pub fn success(self) -> Self {
+        assert_eq!(self.code, 0, "{self:?}");
+        assert_eq!(self.stderr, "", "{self:?}");
+        self
+    }
+
+    /// Asserts the run failed with exit code 2 and one line on stderr; returns that line.
+    pub fn one_line_error(self) -> String {
+        assert_eq!(self.code, 2, "{self:?}");
+        assert_eq!(self.stdout, "", "{self:?}");
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line on stderr: {self:?}");
+        assert!(lines[0].starts_with("jobs: "), "{self:?}");
+        assert!(!self.stderr.contains("panicked"), "{self:?}");
+        lines[0].to_string()
+    }
+}
+
+/// Runs `jobs ARGS`, with `DATABASE_URL` set to `database_url` or unset.
+pub async fn run(args: &[&str], database_url: Option<&str>) -> Run {
+    let mut command = tokio::process::Command::new(JOBS);
+    command
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if let Some(url) = database_url {
+        command.env("DATABASE_URL", url);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("jobs finishes within 60 s")
+        .expect("jobs runs");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds; panics after 20 s naming what it waited for.
+pub async fn wait_until<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

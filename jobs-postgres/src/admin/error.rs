@@ -1,0 +1,42 @@
+//! Why an operation on the queue failed.
+
+/// SQLSTATE `undefined_table`: the schema was never migrated.
+const UNDEFINED_TABLE: &str = "42P01";
+
+/// Why an operation on the queue failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The `jobs_queue` table does not exist in this database.
+    #[error("the jobs schema is missing in this database: run `jobs migrate` (or `jobs::migrate`) first")]
+    SchemaMissing(#[source] sqlx::Error),
+    /// The database could not be reached or refused a statement.
+    #[error("{0}")]
+    Database(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for AdminError {
+    fn from(error: sqlx::Error) -> Self {
+        let undefined_table = error
+            .as_database_error()
+            .and_then(|database| database.code())
+            .is_some_and(|code| code == UNDEFINED_TABLE);
+        if undefined_table {
+            AdminError::SchemaMissing(error)
+        } else {
+            AdminError::Database(error)
+        }
+    }
+}
+
+impl AdminError {
+    /// Whether the error is a unique violation: another transaction took a dedupe key.
+    pub(crate) fn is_unique_violation(&self) -> bool {
+        match self {
+            AdminError::Database(error) => error
+                .as_database_error()
+                .is_some_and(|database| database.is_unique_violation()),
+            AdminError::SchemaMissing(_) => false,
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Alerting on the health numbers: see [`check`].
+
+use std::fmt;
+use std::time::Duration;
+
+use super::{HumanDuration, Stats};
+
+/// What counts as unhealthy. The defaults are what `jobs check` alerts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthThresholds {
+    /// Most dead jobs a kind may have. Default 0: any dead job needs an operator (replay it once
+    /// the cause is fixed, or discard it).
+    pub max_dead: u64,
+    /// Longest a due job may wait for a worker. Default 5 minutes: longer means the workers are
+    /// down, too few, or stuck.
+    pub max_ready_age: Duration,
+    /// Longest a lease may stay expired without a rescue. Default 1 minute: rescue sweeps every
+    /// 5 s by default, so an older expired lease means no worker is running the rescue.
+    pub max_expired_lease_age: Duration,
+}
+
+impl Default for HealthThresholds {
+    fn default() -> Self {
+        Self {
+            max_dead: 0,
+            max_ready_age: Duration::from_secs(5 * 60),
+            max_expired_lease_age: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One threshold crossed by one kind of one queue. Its `Display` is one line naming the kind,
+/// the queue, the number and the threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// More dead jobs than [`HealthThresholds::max_dead`].
+    Dead {
+        /// The queue.
+        queue: String,
+        /// The job kind.
+        kind: String,
+        /// Its dead jobs.
+        dead: u64,
+        /// The threshold.
+        max: u64,
+    },
+    /// A due job has waited longer than [`HealthThresholds::max_ready_age`].
+    ReadyTooOld {
+        /// The queue.
+        queue: String,
+        /// The job kind.
+        kind: String,
+        /// How long the oldest due job has waited.
+        age: Duration,
+        /// Its due jobs.
+        ready: u64,
+        /// The threshold.
+        max: Duration,
+    },
+    /// A lease has stayed expired longer than [`HealthThresholds::max_expired_lease_age`].
+    LeasesNotRescued {
+        /// The queue.
+        queue: String,
+        /// The job kind.
+        kind: String,
+        /// Its running jobs with an expired lease.
+        expired: u64,
+        /// How long ago the longest-expired lease expired.
+        longest: Duration,
+        /// The threshold.
+        max: Duration,
+    },
+}
+
+impl Violation {
+    /// A short, stable name of the threshold crossed: `dead`, `ready_age` or `expired_leases`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Violation::Dead { .. } => "dead",
+            Violation::ReadyTooOld { .. } => "ready_age",
+            Violation::LeasesNotRescued { .. } => "expired_leases",
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Dead {
+                queue,
+                kind,
+                dead,
+                max,
+            } => write!(
+                f,
+                "dead: {dead} dead job{} of kind {kind} in queue {queue} (at most {max} allowed)",
+                plural(*dead)
+            ),
+            Violation::ReadyTooOld {
+                queue,
+                kind,
+                age,
+                ready,
+                max,
+            } => write!(
+                f,
+                "ready_age: the oldest of {ready} ready job{} of kind {kind} in queue {queue} has waited {} (at most {} allowed)",
+                plural(*ready),
+                HumanDuration(*age),
+                HumanDuration(*max)
+            ),
+            Violation::LeasesNotRescued {
+                queue,
+                kind,
+                expired,
+                longest,
+                max,
+            } => write!(
+                f,
+                "expired_leases: {expired} running job{} of kind {kind} in queue {queue} with an expired lease, the oldest expired {} ago and not rescued (at most {} allowed): is any worker running?",
+                plural(*expired),
+                HumanDuration(*longest),
+                HumanDuration(*max)
+            ),
+        }
+    }
+}
+
+fn plural(count: u64) -> &'static str {
+    if count == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Every threshold crossed, by queue and kind in the order of `stats`; empty when healthy.
+///
+/// A pure function of the numbers, so it can be tested and reused (an HTTP health endpoint, a
+/// probe) without a database.
+pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    for kind in &stats.kinds {
+        let counts = &kind.counts;
+        if counts.dead > thresholds.max_dead {
+            violations.push(Violation::Dead {
+                queue: kind.queue.clone(),
+                kind: kind.kind.clone(),
+                dead: counts.dead,
+                max: thresholds.max_dead,
+            });
+        }
+        if let Some(age) = counts.oldest_ready_age {
+            if age > thresholds.max_ready_age {
+                violations.push(Violation::ReadyTooOld {
+                    queue: kind.queue.clone(),
+                    kind: kind.kind.clone(),
+                    age,
+                    ready: counts.ready,
+                    max: thresholds.max_ready_age,
+                });
+            }
+        }
+        if let Some(longest) = counts.longest_expired_lease {
+            if longest > thresholds.max_expired_lease_age {
+                violations.push(Violation::LeasesNotRescued {
+                    queue: kind.queue.clone(),
+                    kind: kind.kind.clone(),
+                    expired: counts.expired_leases,
+                    longest,
+                    max: thresholds.max_expired_lease_age,
+                });
+            }
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::{Counts, KindStats};
+
+    fn stats(counts: Counts) -> Stats {
+        Stats {
+            kinds: vec![KindStats {
+                queue: "email".into(),
+                kind: "send_receipt".into(),
+                counts,
+            }],
+            ..Stats::default()
+        }
+    }
+
+    #[test]
+    fn a_quiet_queue_is_healthy() {
+        let quiet = stats(Counts {
+            ready: 3,
+            running: 2,
+            done: 1_000_000,
+            oldest_ready_age: Some(Duration::from_secs(2)),
+            ..Counts::default()
+        });
+        assert!(check(&quiet, &HealthThresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn each_threshold_names_the_kind_and_the_number() {
+        let sick = stats(Counts {
+            ready: 4,
+            running: 2,
+            expired_leases: 2,
+            dead: 3,
+            oldest_ready_age: Some(Duration::from_secs(754)),
+            longest_expired_lease: Some(Duration::from_secs(180)),
+            ..Counts::default()
+        });
+        let lines: Vec<String> = check(&sick, &HealthThresholds::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "dead: 3 dead jobs of kind send_receipt in queue email (at most 0 allowed)",
+                "ready_age: the oldest of 4 ready jobs of kind send_receipt in queue email has waited 12m34s (at most 5m allowed)",
+                "expired_leases: 2 running jobs of kind send_receipt in queue email with an expired lease, the oldest expired 3m ago and not rescued (at most 1m allowed): is any worker running?",
+            ]
+        );
+    }
+
+    #[test]
+    fn thresholds_are_exclusive() {
+        let at_limit = stats(Counts {
+            dead: 2,
+            oldest_ready_age: Some(Duration::from_secs(300)),
+            ..Counts::default()
+        });
+        let thresholds = HealthThresholds {
+            max_dead: 2,
+            ..HealthThresholds::default()
+        };
+        assert!(check(&at_limit, &thresholds).is_empty());
+    }
+}

@@ -1,0 +1,37 @@
+//! Operating the queue: health numbers, dead letters and retention, for tools and for Rust.
+//!
+//! Everything an operator does goes through here; the `jobs` command-line tool is a thin layer
+//! over it.
+//!
+//! - [`stats`]: per queue and kind, the jobs ready, scheduled, running (and with an expired
+//!   lease), dead, done and cancelled, and how long the oldest ready job has waited, in one
+//!   statement whose cost follows the live rows, not the retained ones.
+//! - [`check`]: turns those numbers into [`Violation`]s of [`HealthThresholds`] (by default: any
+//!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute).
+//! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
+//!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
+//! - [`retention`]: deletes done and cancelled jobs past an age, a batch at a time, one process
+//!   at a time; every worker runs it (see [`WorkerConfig::retention`]). Dead jobs are never
+//!   deleted automatically.
+//!
+//! Every operation is safe while workers run, and safe to repeat.
+//!
+//! [`WorkerConfig::retention`]: crate::WorkerConfig::retention
+
+pub mod dead;
+mod error;
+mod health;
+mod human;
+pub mod retention;
+mod stats;
+
+pub use dead::{
+    count_dead, discard, discard_batch, job_details, list_dead, replay, replay_batch,
+    AttemptRecord, Batch, DeadFilter, DeadJob, DiscardReport, JobDetails, JobRef, JobState,
+    ReplayReport, SkippedReplay,
+};
+pub use error::AdminError;
+pub use health::{check, HealthThresholds, Violation};
+pub use human::HumanDuration;
+pub use retention::{Retention, RetentionConfig, RetentionReport};
+pub use stats::{stats, Counts, KindStats, Stats};

@@ -1,0 +1,130 @@
+//! Retention: deleting done and cancelled jobs past an age, a batch at a time, one process at a
+//! time. Dead jobs are never deleted here.
+//!
+//! Every worker runs it periodically (see [`WorkerConfig::retention`]); tools and tests call
+//! [`Retention::run_once`] directly.
+//!
+//! [`WorkerConfig::retention`]: crate::WorkerConfig::retention
+
+use std::time::Duration;
+
+use sqlx::{FromRow, PgPool};
+
+use super::AdminError;
+use crate::sql;
+use crate::worker::ConfigError;
+
+/// What retention keeps and how it deletes the rest. Every field has a documented default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionConfig {
+    /// How long done and cancelled jobs are kept after they finished. Default 7 days. Their
+    /// `retained` dedupe keys are held as long: deleting a job frees its key.
+    pub max_age: Duration,
+    /// Most jobs one statement deletes, so that no statement holds locks or writes WAL for long.
+    /// Default 1,000.
+    pub batch_size: usize,
+    /// How often a worker looks for jobs to delete when the last run found fewer than a full
+    /// batch. Default 1 minute. While full batches come back, it goes on at once.
+    pub interval: Duration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            max_age: Duration::from_secs(7 * 86_400),
+            batch_size: 1_000,
+            interval: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetentionConfig {
+    /// Checks that the settings can work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |setting, reason| Err(ConfigError { setting, reason });
+        if self.batch_size == 0 {
+            return fail("retention.batch_size", "must be at least 1");
+        }
+        if self.interval.is_zero() {
+            return fail("retention.interval", "must be longer than zero");
+        }
+        Ok(())
+    }
+}
+
+/// What one [`Retention::run_once`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// Another process was pruning: this run deleted nothing and did not wait.
+    pub locked_elsewhere: bool,
+    /// Done jobs deleted.
+    pub done: u64,
+    /// Cancelled jobs deleted.
+    pub cancelled: u64,
+    /// A full batch was deleted: more may be waiting, run again at once.
+    pub more: bool,
+}
+
+impl RetentionReport {
+    /// Jobs deleted, done and cancelled.
+    pub fn deleted(&self) -> u64 {
+        self.done + self.cancelled
+    }
+}
+
+#[derive(FromRow)]
+struct PruneRow {
+    locked: bool,
+    done: i64,
+    cancelled: i64,
+}
+
+/// The retention service: see the [module](self) docs.
+#[derive(Debug, Clone)]
+pub struct Retention {
+    pool: PgPool,
+    config: RetentionConfig,
+}
+
+impl Retention {
+    /// A retention service on `pool`; refuses settings that cannot work.
+    pub fn new(pool: PgPool, config: RetentionConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self { pool, config })
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &RetentionConfig {
+        &self.config
+    }
+
+    /// Deletes one batch: up to `batch_size` done and cancelled jobs that finished more than
+    /// `max_age` ago, oldest first, in one statement.
+    ///
+    /// The statement first tries the retention advisory lock (released when it commits): when
+    /// another process holds it, nothing is deleted and the report says so, so only one process
+    /// deletes at a time and none waits for another.
+    pub async fn run_once(&self) -> Result<RetentionReport, AdminError> {
+        let limit = i64::try_from(self.config.batch_size).unwrap_or(i64::MAX);
+        let row: PruneRow = sqlx::query_as(sql::PRUNE_FINISHED)
+            .bind(self.config.max_age.as_secs_f64())
+            .bind(limit)
+            .bind(sql::RETENTION_LOCK_KEY)
+            .fetch_one(&self.pool)
+            .await?;
+        let report = RetentionReport {
+            locked_elsewhere: !row.locked,
+            done: u64::try_from(row.done).unwrap_or(0),
+            cancelled: u64::try_from(row.cancelled).unwrap_or(0),
+            more: row.done + row.cancelled >= limit,
+        };
+        if report.deleted() > 0 {
+            tracing::debug!(
+                done = report.done,
+                cancelled = report.cancelled,
+                "retention deleted finished jobs"
+            );
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,163 @@
+//! The health numbers of every queue and kind, from one statement: see [`stats`].
+
+use std::time::Duration;
+
+use sqlx::{FromRow, PgPool};
+
+use super::AdminError;
+use crate::sql;
+
+/// The jobs of one queue and kind (or of several, summed), by state.
+///
+/// Ready, scheduled, running and dead are exact. Done and cancelled are estimates (see
+/// [`Stats::estimated`]): counting millions of retained rows on every poll is what this avoids.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// Ready jobs that are due (`run_at` has come): waiting for a free slot.
+    pub ready: u64,
+    /// Ready jobs whose `run_at` is still ahead: retries backing off, delayed and snoozed jobs.
+    pub scheduled: u64,
+    /// Jobs a worker holds.
+    pub running: u64,
+    /// Running jobs whose lease has expired: their worker stopped renewing it (crashed, paused,
+    /// cut off), and no rescue has brought them back yet. Rescue sweeps every 5 s by default, so
+    /// a few for a few seconds are normal; many, or for long, mean no worker is rescuing.
+    pub expired_leases: u64,
+    /// Dead jobs: out of attempts, failed permanently, or undecodable. Kept until an operator
+    /// replays or discards them.
+    pub dead: u64,
+    /// Done jobs still retained (estimate).
+    pub done: u64,
+    /// Cancelled jobs still retained (estimate).
+    pub cancelled: u64,
+    /// How long the oldest due ready job has waited since its `run_at`; `None` when none is due.
+    pub oldest_ready_age: Option<Duration>,
+    /// How long ago the longest-expired lease expired; `None` when no lease has expired.
+    pub longest_expired_lease: Option<Duration>,
+}
+
+impl Counts {
+    /// Adds `other` to these counts (the ages keep the longer of the two).
+    pub fn add(&mut self, other: &Counts) {
+        self.ready += other.ready;
+        self.scheduled += other.scheduled;
+        self.running += other.running;
+        self.expired_leases += other.expired_leases;
+        self.dead += other.dead;
+        self.done += other.done;
+        self.cancelled += other.cancelled;
+        self.oldest_ready_age = self.oldest_ready_age.max(other.oldest_ready_age);
+        self.longest_expired_lease = self.longest_expired_lease.max(other.longest_expired_lease);
+    }
+}
+
+/// The counts of one kind in one queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KindStats {
+    /// The queue.
+    pub queue: String,
+    /// The job kind.
+    pub kind: String,
+    /// Its jobs, by state.
+    pub counts: Counts,
+}
+
+/// The health numbers of the whole table: see [`stats`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Every queue and kind with jobs, ordered by queue then kind.
+    pub kinds: Vec<KindStats>,
+    /// Whether the done and cancelled counts come from the planner's statistics. `false` when
+    /// the table has not been analyzed yet (autovacuum does it once enough rows changed) or when
+    /// this role may not read them (PostgreSQL shows them to the table's owner only): done and
+    /// cancelled are then 0.
+    pub estimated: bool,
+    /// How long ago the table's statistics (on which the estimates rest) were gathered, when
+    /// known.
+    pub analyzed_ago: Option<Duration>,
+}
+
+impl Stats {
+    /// All kinds of all queues, summed.
+    pub fn total(&self) -> Counts {
+        let mut total = Counts::default();
+        for kind in &self.kinds {
+            total.add(&kind.counts);
+        }
+        total
+    }
+
+    /// Each queue's kinds summed, ordered by queue.
+    pub fn queues(&self) -> Vec<(String, Counts)> {
+        let mut queues: Vec<(String, Counts)> = Vec::new();
+        for kind in &self.kinds {
+            match queues.last_mut() {
+                Some((queue, counts)) if *queue == kind.queue => counts.add(&kind.counts),
+                _ => queues.push((kind.queue.clone(), kind.counts.clone())),
+            }
+        }
+        queues
+    }
+}
+
+/// One row of [`sql::QUEUE_STATS`].
+#[derive(FromRow)]
+struct StatsRow {
+    estimated: bool,
+    analyzed_secs_ago: Option<f64>,
+    queue: Option<String>,
+    kind: Option<String>,
+    ready: Option<i64>,
+    scheduled: Option<i64>,
+    running: Option<i64>,
+    expired_leases: Option<i64>,
+    dead: Option<i64>,
+    done: Option<i64>,
+    cancelled: Option<i64>,
+    oldest_ready_secs: Option<f64>,
+    longest_expired_lease_secs: Option<f64>,
+}
+
+/// The health numbers of every queue and kind, in one statement and one round trip.
+///
+/// Cheap enough to poll every few seconds on a table holding millions of retained jobs: the
+/// live states are counted through their partial indexes, and done and cancelled are estimated
+/// from the planner's statistics instead of counted (see [`Stats::estimated`]).
+pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
+    let rows: Vec<StatsRow> = sqlx::query_as(sql::QUEUE_STATS).fetch_all(pool).await?;
+    let mut stats = Stats::default();
+    for row in rows {
+        stats.estimated = row.estimated;
+        stats.analyzed_ago = row.analyzed_secs_ago.and_then(seconds);
+        let (Some(queue), Some(kind)) = (row.queue, row.kind) else {
+            continue;
+        };
+        stats.kinds.push(KindStats {
+            queue,
+            kind,
+            counts: Counts {
+                ready: count(row.ready),
+                scheduled: count(row.scheduled),
+                running: count(row.running),
+                expired_leases: count(row.expired_leases),
+                dead: count(row.dead),
+                done: count(row.done),
+                cancelled: count(row.cancelled),
+                oldest_ready_age: row.oldest_ready_secs.and_then(seconds),
+                longest_expired_lease: row.longest_expired_lease_secs.and_then(seconds),
+            },
+        });
+    }
+    Ok(stats)
+}
+
+fn count(value: Option<i64>) -> u64 {
+    value
+        .and_then(|value| u64::try_from(value).ok())
+        .unwrap_or(0)
+}
+
+/// A duration from seconds; clock skew between rows can make tiny ages negative: those are 0.
+pub(crate) fn seconds(secs: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(secs.max(0.0)).ok()
+}

@@ -1,0 +1,344 @@
+//! Dead letters through the library: list and inspect with the whole history, replay (attempts
+//! reset, history kept, queue notified, twice is harmless, dedupe keys respected), discard only
+//! what matches.
+
+use std::time::Duration;
+
+use jobs::admin::{self, DeadFilter, JobState};
+use sqlx::postgres::PgListener;
+
+use crate::rows::JobRows;
+use crate::support::{fast_config, start_worker, Db};
+use crate::test_jobs::bad_input;
+
+/// Two failed attempts, as a job's history holds them.
+const HISTORY: &str = r#"[
+    {"attempt": 1, "at": "2030-01-01T00:00:00+00:00", "kind": "transient", "error": "connection refused"},
+    {"attempt": 2, "at": "2030-01-01T00:01:00+00:00", "kind": "permanent", "error": "no such user"}
+]"#;
+
+fn ids(jobs: &[admin::JobRef]) -> Vec<i64> {
+    jobs.iter().map(|job| job.id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_job_is_listed_and_shown_with_its_whole_history() {
+    let db = Db::new().await;
+    let dead = JobRows {
+        kind: "send_email",
+        queue: "email",
+        state: "dead",
+        errors: HISTORY,
+        finished_at: "now() - interval '2 hours'",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    JobRows::default().insert(&db.pool).await;
+
+    let listed = admin::list_dead(&db.pool, &DeadFilter::all(), 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    let job = &listed[0];
+    assert_eq!(
+        (job.id, job.kind.as_str(), job.error_count),
+        (dead[0], "send_email", 2)
+    );
+    assert_eq!(job.last_error.as_ref().unwrap().error, "no such user");
+    assert!(
+        job.dead_for >= Duration::from_secs(7_200),
+        "{:?}",
+        job.dead_for
+    );
+    assert_eq!(
+        admin::count_dead(&db.pool, &DeadFilter::all())
+            .await
+            .unwrap(),
+        1
+    );
+
+    let details = admin::job_details(&db.pool, dead[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(details.state, JobState::Dead);
+    assert_eq!(details.payload, serde_json::json!({"n": 1}));
+    let history: Vec<(i64, &str)> = details
+        .errors
+        .iter()
+        .map(|error| (error.attempt, error.kind.as_str()))
+        .collect();
+    assert_eq!(history, [(1, "transient"), (2, "permanent")]);
+    assert!(details.finished_at.unwrap().ends_with('Z'));
+    assert_eq!(admin::job_details(&db.pool, 0).await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_makes_dead_jobs_ready_keeps_their_history_and_wakes_the_queue() {
+    let db = Db::new().await;
+    let dead = JobRows {
+        state: "dead",
+        queue: "email",
+        count: 2,
+        errors: HISTORY,
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen("jobs_queue").await.unwrap();
+
+    let report = admin::replay(&db.pool, &DeadFilter::all()).await.unwrap();
+    assert_eq!(ids(&report.replayed), dead);
+    assert!(report.skipped.is_empty());
+    let notification = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("a notification")
+        .unwrap();
+    assert_eq!(notification.payload(), "email");
+
+    let job = db.job(dead[0]).await;
+    assert_eq!((job.state.as_str(), job.attempts), ("ready", 0));
+    assert_eq!(job.errors.len(), 2, "the history is kept");
+    assert!(job.ready_in_secs <= 0.0, "due at once");
+    let finished: Option<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM finished_at)::float8 FROM jobs_queue WHERE id = $1",
+    )
+    .bind(dead[0])
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(finished, None);
+
+    // Twice in a row: nothing left to do, nothing touched.
+    let again = admin::replay(&db.pool, &DeadFilter::all().ids(dead.clone()))
+        .await
+        .unwrap();
+    assert!(again.replayed.is_empty() && again.skipped.is_empty());
+    assert_eq!(again.not_dead(&DeadFilter::all().ids(dead.clone())), dead);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_job_runs_again_from_its_first_attempt() {
+    let db = Db::new().await;
+    let id = bad_input::enqueue(&db.pool, "nobody".into())
+        .await
+        .unwrap()
+        .id();
+    let worker = start_worker(&db.pool, &["bad_input"], fast_config());
+    db.wait_for_state(id, "dead").await;
+
+    let report = admin::replay(&db.pool, &DeadFilter::all().kind("bad_input"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&report.replayed), [id]);
+    // It fails permanently again: dead once more, one attempt used, both errors kept.
+    crate::support::wait_until("the replayed job to fail again", || {
+        let pool = db.pool.clone();
+        async move {
+            let errors: i32 = sqlx::query_scalar(
+                "SELECT jsonb_array_length(errors) FROM jobs_queue WHERE id = $1 AND state = 'dead'",
+            )
+            .bind(id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap()
+            .unwrap_or(0);
+            errors == 2
+        }
+    })
+    .await;
+    worker.shutdown().await;
+    let job = db.job(id).await;
+    assert_eq!(job.attempts, 1);
+    let attempts: Vec<i32> = job.errors.iter().map(|error| error.attempt).collect();
+    assert_eq!(attempts, [1, 1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_selects_by_id_kind_queue_and_age() {
+    let db = Db::new().await;
+    let email = JobRows {
+        kind: "send_email",
+        queue: "email",
+        state: "dead",
+        count: 2,
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let old = JobRows {
+        state: "dead",
+        finished_at: "now() - interval '10 days'",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let recent = JobRows {
+        state: "dead",
+        count: 2,
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let other_queue = JobRows {
+        state: "dead",
+        queue: "bulk",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+
+    let by_id = admin::replay(&db.pool, &DeadFilter::all().ids([email[1]]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&by_id.replayed), [email[1]]);
+    let by_kind = admin::replay(&db.pool, &DeadFilter::all().kind("send_email"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&by_kind.replayed), [email[0]]);
+    let by_age = admin::replay(
+        &db.pool,
+        &DeadFilter::all()
+            .queue("default")
+            .dead_for_at_least(Duration::from_secs(7 * 86_400)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&by_age.replayed), old);
+
+    // In batches of one, by id: the cursor walks the whole selection.
+    let mut replayed = Vec::new();
+    let mut after = 0;
+    loop {
+        let batch = admin::replay_batch(&db.pool, &DeadFilter::all(), after, 1)
+            .await
+            .unwrap();
+        replayed.extend(ids(&batch.report.replayed));
+        match batch.resume_after {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    let mut expected = [recent, other_queue].concat();
+    expected.sort_unstable();
+    assert_eq!(replayed, expected);
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'dead'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_skips_a_job_whose_active_dedupe_key_another_job_holds() {
+    let db = Db::new().await;
+    let held = JobRows {
+        state: "dead",
+        dedupe: Some(("sync:1", "active")),
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let holder = JobRows {
+        run_at: "now() + interval '1 hour'",
+        dedupe: Some(("sync:1", "active")),
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    // Two dead jobs with the same key: the first comes back, the second would collide with it.
+    let twins = [
+        JobRows {
+            state: "dead",
+            dedupe: Some(("sync:2", "active")),
+            ..JobRows::default()
+        }
+        .insert(&db.pool)
+        .await[0],
+        JobRows {
+            state: "dead",
+            dedupe: Some(("sync:2", "active")),
+            ..JobRows::default()
+        }
+        .insert(&db.pool)
+        .await[0],
+    ];
+    // A retained key is held by the dead row itself: replaying it breaks nothing.
+    let retained = JobRows {
+        state: "dead",
+        dedupe: Some(("receipt:1", "retained")),
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+
+    let report = admin::replay(&db.pool, &DeadFilter::all()).await.unwrap();
+    assert_eq!(ids(&report.replayed), [twins[0], retained[0]]);
+    let skipped: Vec<(i64, &str, i64)> = report
+        .skipped
+        .iter()
+        .map(|skip| (skip.job.id, skip.dedupe_key.as_str(), skip.held_by))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            (held[0], "sync:1", holder[0]),
+            (twins[1], "sync:2", twins[0])
+        ]
+    );
+    assert_eq!(db.job(held[0]).await.state, "dead");
+    assert_eq!(db.job(twins[1]).await.state, "dead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discard_deletes_only_the_dead_jobs_that_match() {
+    let db = Db::new().await;
+    let old = JobRows {
+        state: "dead",
+        count: 2,
+        finished_at: "now() - interval '10 days'",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let recent = JobRows {
+        state: "dead",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let other_kind = JobRows {
+        kind: "send_email",
+        state: "dead",
+        finished_at: "now() - interval '10 days'",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    JobRows {
+        state: "done",
+        finished_at: "now() - interval '10 days'",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    JobRows::default().insert(&db.pool).await;
+
+    let filter = DeadFilter::all()
+        .kind("resize")
+        .dead_for_at_least(Duration::from_secs(7 * 86_400));
+    let report = admin::discard(&db.pool, &filter).await.unwrap();
+    assert_eq!(ids(&report.discarded), old);
+    let again = admin::discard(&db.pool, &filter).await.unwrap();
+    assert!(again.discarded.is_empty());
+
+    let left: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM jobs_queue WHERE state = 'dead' ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(left, [recent[0], other_kind[0]]);
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 4);
+}
