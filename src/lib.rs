@@ -32,6 +32,8 @@
 //! | `max_attempts` | attempts in all, the first included (≥ 1) | 8 |
 //! | `priority` | higher runs first among ready jobs (i16) | 0 |
 //! | `timeout` | longest one run may take, e.g. `"5m"`; then it counts as a transient failure | none |
+//! | `lease` | how long a claim holds a job of this kind before it may be rescued | the worker's (30 s) |
+//! | `heartbeat` | how often a running job's lease is renewed, shorter than `lease` | the worker's (10 s) |
 //! | `backoff_base` | delay after the first failure | `"30s"` |
 //! | `backoff_max` | cap on any delay | `"1h"` |
 //! | `jitter` | fraction of each delay jitter may remove, 0.0 to 1.0 | 0.5 |

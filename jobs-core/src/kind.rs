@@ -37,6 +37,12 @@ pub struct JobOptions {
     pub retry: RetryPolicy,
     /// Longest a single run may take before it is abandoned as a transient failure.
     pub timeout: Option<Duration>,
+    /// How long a claim holds a job of this kind before it may be rescued; the worker's
+    /// setting when `None`.
+    pub lease: Option<Duration>,
+    /// How often the lease of a running job of this kind is renewed; the worker's setting when
+    /// `None`. A worker beats at the shortest interval among its kinds.
+    pub heartbeat: Option<Duration>,
     /// The dedupe key template, such as `"receipt:<order_id>"`.
     pub dedupe: Option<&'static str>,
     /// How long a dedupe key holds.
@@ -54,6 +60,8 @@ impl JobOptions {
         priority: 0,
         retry: RetryPolicy::DEFAULT,
         timeout: None,
+        lease: None,
+        heartbeat: None,
         dedupe: None,
         dedupe_scope: DedupeScope::Retained,
     };

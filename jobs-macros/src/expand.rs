@@ -263,6 +263,15 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let optional_duration = |setting: &Option<crate::attr::Setting<Duration>>| match setting {
+        Some(setting) => {
+            let duration = duration_tokens(setting.value);
+            quote!(::core::option::Option::Some(#duration))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let lease = optional_duration(&attr.lease);
+    let heartbeat = optional_duration(&attr.heartbeat);
     let dedupe = match &attr.dedupe {
         Some(template) => quote!(::core::option::Option::Some(#template)),
         None => quote!(::core::option::Option::None),
@@ -282,6 +291,8 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
                 jitter: #jitter,
             },
             timeout: #timeout,
+            lease: #lease,
+            heartbeat: #heartbeat,
             dedupe: #dedupe,
             dedupe_scope: #krate::DedupeScope::#scope,
         }

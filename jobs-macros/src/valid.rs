@@ -12,6 +12,7 @@ use crate::errors::Errors;
 pub fn check(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
     check_dedupe(attr, job, errors);
     check_backoff(attr, errors);
+    check_heartbeat(attr, errors);
 }
 
 /// Checks the dedupe template against the function's data arguments.
@@ -63,6 +64,22 @@ fn check_backoff(attr: &JobAttr, errors: &mut Errors) {
             format!(
                 "`backoff_max` ({:?}) must not be shorter than `backoff_base` ({:?}): it caps every delay, the first one included",
                 max.value, base.value
+            ),
+        ));
+    }
+}
+
+/// Checks that the heartbeat renews the lease before it runs out.
+fn check_heartbeat(attr: &JobAttr, errors: &mut Errors) {
+    let (Some(lease), Some(heartbeat)) = (&attr.lease, &attr.heartbeat) else {
+        return;
+    };
+    if heartbeat.value >= lease.value {
+        errors.push(syn::Error::new(
+            heartbeat.span,
+            format!(
+                "`heartbeat` ({:?}) must be shorter than `lease` ({:?}), or leases run out while jobs run",
+                heartbeat.value, lease.value
             ),
         ));
     }

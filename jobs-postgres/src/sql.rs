@@ -112,8 +112,9 @@ JOIN unnest($1::text[], $2::text[]) AS wanted(kind, dedupe_key)
   ON j.kind = wanted.kind AND j.dedupe_key = wanted.dedupe_key
 WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 
-/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, leasing them for `$4` seconds,
-/// by priority (higher first), then `run_at`, then id.
+/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, by priority (higher first), then
+/// `run_at`, then id; each is leased for the seconds that `$4` gives its kind (`$4` pairs with
+/// `$2`).
 pub const CLAIM_JOBS: &str = "
 WITH claimable AS (
     SELECT id FROM jobs_queue
@@ -126,7 +127,9 @@ UPDATE jobs_queue AS j
 SET state = 'running',
     attempts = j.attempts + 1,
     lease_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => $4),
+    lease_expires_at = now() + make_interval(secs => (
+        SELECT lease.secs FROM unnest($2::text[], $4::float8[]) AS lease(kind, secs)
+        WHERE lease.kind = j.kind)),
     attempted_at = now()
 FROM claimable
 WHERE j.id = claimable.id
@@ -157,12 +160,12 @@ FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::
 WHERE j.id = o.id AND j.lease_token = o.lease_token
 RETURNING j.id";
 
-/// Extends by `$3` seconds the leases of jobs `$1` still held with tokens `$2` (pairwise);
-/// returns the ids whose lease still holds.
+/// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
+/// three arrays pair up); returns the ids whose lease still holds.
 pub const HEARTBEAT: &str = "
 UPDATE jobs_queue AS j
-SET lease_expires_at = now() + make_interval(secs => $3)
-FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
+SET lease_expires_at = now() + make_interval(secs => held.lease_secs)
+FROM unnest($1::bigint[], $2::uuid[], $3::float8[]) AS held(id, lease_token, lease_secs)
 WHERE j.id = held.id AND j.lease_token = held.lease_token
 RETURNING j.id";
 

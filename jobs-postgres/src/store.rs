@@ -39,19 +39,21 @@ pub enum Fenced {
     LeaseLost,
 }
 
-/// Claims up to `limit` ready jobs of `kinds` from `queue`, leased for `lease`.
+/// Claims up to `limit` ready jobs of `kinds` from `queue`, each leased for the duration that
+/// `leases` gives its kind (`leases` pairs with `kinds`).
 pub async fn claim(
     pool: &PgPool,
     queue: &str,
     kinds: &[&str],
+    leases: &[Duration],
     limit: usize,
-    lease: Duration,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let lease_secs: Vec<f64> = leases.iter().map(Duration::as_secs_f64).collect();
     sqlx::query_as(sql::CLAIM_JOBS)
         .bind(queue)
         .bind(kinds)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(lease.as_secs_f64())
+        .bind(&lease_secs)
         .fetch_all(pool)
         .await
 }
@@ -137,18 +139,22 @@ pub async fn record_outcomes(
         .collect())
 }
 
-/// Extends the leases of the given jobs by `lease`; returns the ids whose lease still held.
+/// Extends the leases of the given jobs, `(id, token, lease)`, each by its own lease; returns
+/// the ids whose lease still held.
 pub async fn heartbeat(
     pool: &PgPool,
-    held: &[(JobId, Uuid)],
-    lease: Duration,
+    held: &[(JobId, Uuid, Duration)],
 ) -> Result<Vec<JobId>, sqlx::Error> {
-    let ids: Vec<JobId> = held.iter().map(|(id, _)| *id).collect();
-    let tokens: Vec<Uuid> = held.iter().map(|(_, token)| *token).collect();
+    let ids: Vec<JobId> = held.iter().map(|(id, _, _)| *id).collect();
+    let tokens: Vec<Uuid> = held.iter().map(|(_, token, _)| *token).collect();
+    let leases: Vec<f64> = held
+        .iter()
+        .map(|(_, _, lease)| lease.as_secs_f64())
+        .collect();
     sqlx::query_scalar(sql::HEARTBEAT)
         .bind(&ids)
         .bind(&tokens)
-        .bind(lease.as_secs_f64())
+        .bind(&leases)
         .fetch_all(pool)
         .await
 }

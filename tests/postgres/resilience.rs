@@ -169,3 +169,42 @@ async fn the_worker_survives_its_connections_being_killed() {
     db.wait_for_state(second, "done").await;
     worker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_with_its_own_lease_is_claimed_for_that_long() {
+    let db = Db::new().await;
+    let short = crate::test_jobs::short_lease::enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    let normal = record_run::enqueue(&db.pool, "normal".into())
+        .await
+        .unwrap()
+        .id();
+    // Claim both as a worker would, then read the leases they got.
+    let leases = [Duration::from_secs(1), Duration::from_secs(30)];
+    let claimed = jobs::postgres::store::claim(
+        &db.pool,
+        "default",
+        &["short_lease", "record_run"],
+        &leases,
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let lease_of = |id: i64| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, f64>(
+                "SELECT extract(epoch FROM lease_expires_at - attempted_at)::float8 FROM jobs_queue WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert!((lease_of(short).await - 1.0).abs() < 0.01);
+    assert!((lease_of(normal).await - 30.0).abs() < 0.01);
+}

@@ -84,7 +84,7 @@ async fn claiming_never_walks_done_or_dead_rows() {
         .bind("default")
         .bind(vec!["record_run"])
         .bind(16_i64)
-        .bind(30.0_f64)
+        .bind(vec![30.0_f64])
         .fetch_one(&db.pool)
         .await
         .unwrap();

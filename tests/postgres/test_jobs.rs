@@ -176,3 +176,10 @@ pub async fn waits_for_release(ctx: JobContext, pool: State<PgPool>) -> JobResul
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A kind with its own lease and heartbeat.
+#[job(lease = "1s", heartbeat = "200ms")]
+pub async fn short_lease(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    Ok(())
+}

@@ -48,3 +48,31 @@ async fn every_registered_kind_runs_on_its_queue_by_default() {
     assert_eq!(queues.get("sync"), Some(&16));
     assert_eq!(queues.get("extra"), Some(&2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_heartbeat_is_not_shorter_than_its_lease_fails_at_start() {
+    let db = Db::new().await;
+    let registration = jobs::Registry::collect()
+        .unwrap()
+        .get("record_run")
+        .copied()
+        .unwrap();
+    let mut slow_heartbeat = registration;
+    slow_heartbeat.options.heartbeat = Some(std::time::Duration::from_secs(45));
+    let error = Worker::builder(db.pool.clone())
+        .registrations([slow_heartbeat])
+        .state(db.pool.clone())
+        .build()
+        .err()
+        .expect("the worker must refuse to start");
+    assert!(
+        matches!(
+            error,
+            WorkerError::HeartbeatNotShorterThanLease {
+                kind: "record_run",
+                ..
+            }
+        ),
+        "{error}"
+    );
+}

@@ -34,9 +34,12 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         job.queue = job.queue.as_str(),
         attempt = job.attempts
     );
-    let lost = shared
-        .running
-        .insert(job.id, job.lease_token, shared.config.lease, Instant::now());
+    let lost = shared.running.insert(
+        job.id,
+        job.lease_token,
+        shared.lease_of(&job.kind),
+        Instant::now(),
+    );
     let Some(decision) = run(&shared, &job, lost).instrument(span).await else {
         // Stopped at once: nothing is written, the lease brings the job back.
         drop(permit);
@@ -84,7 +87,7 @@ async fn run(
         attempt,
         u32::try_from(job.max_attempts).unwrap_or(u32::MAX),
         job.dedupe_key.clone(),
-        shared.config.lease,
+        shared.lease_of(&job.kind),
         shared.shutdown_requested.subscribe(),
     )
     .with_lease(
@@ -92,6 +95,7 @@ async fn run(
             shared: Arc::downgrade(shared),
             id: job.id,
             token: job.lease_token,
+            lease: shared.lease_of(&job.kind),
         }),
         lease_lost,
     );

@@ -1,7 +1,7 @@
 //! A running job's own hold on its lease: what `ctx.renew_lease()` calls.
 
 use std::sync::Weak;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jobs_core::{BoxFuture, JobId, LeaseControl, LeaseError};
 use uuid::Uuid;
@@ -18,6 +18,8 @@ pub struct JobLease {
     pub(crate) shared: Weak<Shared>,
     pub(crate) id: JobId,
     pub(crate) token: Uuid,
+    /// The lease of the job's kind.
+    pub(crate) lease: Duration,
 }
 
 impl LeaseControl for JobLease {
@@ -33,9 +35,9 @@ impl LeaseControl for JobLease {
                 Renewal::Lost => return Err(LeaseError::Lost),
                 Renewal::Unknown => return Err(LeaseError::NotRunning),
             }
-            let lease = shared.config.lease;
+            let lease = self.lease;
             let sent_at = Instant::now();
-            let renewed = store::heartbeat(&shared.pool, &[(self.id, self.token)], lease)
+            let renewed = store::heartbeat(&shared.pool, &[(self.id, self.token, lease)])
                 .await
                 .map_err(|error| LeaseError::Unavailable {
                     reason: error.to_string(),

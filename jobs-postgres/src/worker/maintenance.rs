@@ -17,7 +17,7 @@ pub async fn heartbeat(shared: Arc<Shared>) {
     let mut stop = shared.stopped.subscribe();
     loop {
         tokio::select! {
-            () = tokio::time::sleep(shared.config.heartbeat_interval) => {}
+            () = tokio::time::sleep(shared.heartbeat_every()) => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
         }
         tokio::select! {
@@ -35,11 +35,9 @@ pub async fn beat_once(shared: &Shared) {
         return;
     }
     let sent_at = Instant::now();
-    match store::heartbeat(&shared.pool, &held, shared.config.lease).await {
+    match store::heartbeat(&shared.pool, &held).await {
         Ok(renewed) => {
-            let lost = shared
-                .running
-                .renewed(&held, &renewed, sent_at, shared.config.lease);
+            let lost = shared.running.renewed(&held, &renewed, sent_at);
             for id in lost {
                 tracing::warn!(
                     job.id = id,

@@ -61,6 +61,34 @@ pub enum WorkerError {
     /// There is nothing to run.
     #[error("the worker has no job kinds to run: define jobs with #[job] or check `.kinds(..)`")]
     NoKinds,
+    /// A kind's lease and heartbeat, its own or the worker's, cannot work together.
+    #[error("job kind `{kind}`: its heartbeat ({heartbeat:?}) must be shorter than its lease ({lease:?}), or leases run out while its jobs run")]
+    HeartbeatNotShorterThanLease {
+        /// The job kind.
+        kind: &'static str,
+        /// Its lease.
+        lease: std::time::Duration,
+        /// Its heartbeat.
+        heartbeat: std::time::Duration,
+    },
+}
+
+impl Shared {
+    /// The lease of a job of `kind`: the kind's own, else the worker's.
+    pub(crate) fn lease_of(&self, kind: &str) -> std::time::Duration {
+        self.registry
+            .get(kind)
+            .and_then(|registration| registration.options.lease)
+            .unwrap_or(self.config.lease)
+    }
+
+    /// How often the heartbeat runs: the shortest heartbeat among the worker's kinds.
+    pub(crate) fn heartbeat_every(&self) -> std::time::Duration {
+        self.registry
+            .iter()
+            .filter_map(|registration| registration.options.heartbeat)
+            .fold(self.config.heartbeat_interval, std::time::Duration::min)
+    }
 }
 
 /// What the worker's tasks share.
@@ -155,6 +183,20 @@ impl WorkerBuilder {
             return Err(WorkerError::NoKinds);
         }
         registry.check_state(&self.states)?;
+        for registration in registry.iter() {
+            let lease = registration.options.lease.unwrap_or(self.config.lease);
+            let heartbeat = registration
+                .options
+                .heartbeat
+                .unwrap_or(self.config.heartbeat_interval);
+            if heartbeat >= lease {
+                return Err(WorkerError::HeartbeatNotShorterThanLease {
+                    kind: registration.name,
+                    lease,
+                    heartbeat,
+                });
+            }
+        }
         for (queue, concurrency) in &self.concurrency {
             if *concurrency == 0 {
                 return Err(WorkerError::Config(ConfigError {
@@ -367,6 +409,7 @@ async fn supervise(
         .iter()
         .map(|registration| registration.name)
         .collect();
+    let leases: Vec<std::time::Duration> = kinds.iter().map(|kind| shared.lease_of(kind)).collect();
     let executors = TaskTracker::new();
     let mut wakers: HashMap<String, Arc<Notify>> = HashMap::new();
     let mut services = Vec::new();
@@ -376,6 +419,7 @@ async fn supervise(
         let plan = QueuePlan {
             name: queue,
             kinds: kinds.clone(),
+            leases: leases.clone(),
             concurrency,
             wake,
         };

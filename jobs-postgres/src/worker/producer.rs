@@ -2,6 +2,7 @@
 //! slots in one statement, and hands each to an executor.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
@@ -17,6 +18,8 @@ pub struct QueuePlan {
     pub name: String,
     /// Registered kinds routed to it.
     pub kinds: Vec<&'static str>,
+    /// The lease of each kind, pairing with `kinds`.
+    pub leases: Vec<Duration>,
     /// Jobs run at once.
     pub concurrency: usize,
     /// Woken when work may have arrived.
@@ -58,14 +61,8 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
             permits.push(permit);
         }
         let wanted = permits.len();
-        let claimed = store::claim(
-            &shared.pool,
-            &plan.name,
-            &plan.kinds,
-            wanted,
-            shared.config.lease,
-        )
-        .await;
+        let claimed =
+            store::claim(&shared.pool, &plan.name, &plan.kinds, &plan.leases, wanted).await;
         match claimed {
             Ok(jobs) => {
                 backoff.reset();

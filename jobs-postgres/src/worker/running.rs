@@ -12,6 +12,8 @@ use uuid::Uuid;
 #[derive(Debug)]
 struct Lease {
     token: Uuid,
+    /// How long each renewal extends it.
+    lease: Duration,
     /// When the lease runs out by this process's clock, as of the last renewal.
     expires: Instant,
     /// Set once the database said the token no longer holds the job; the job's context sees it.
@@ -66,6 +68,7 @@ impl RunningJobs {
                 id,
                 Lease {
                     token,
+                    lease,
                     expires,
                     lost,
                     outcome_pending: false,
@@ -92,31 +95,30 @@ impl RunningJobs {
         self.with_leases(|leases| leases.remove(&id));
     }
 
-    /// The jobs whose leases are still believed held, with their tokens.
-    pub fn held(&self) -> Vec<(JobId, Uuid)> {
+    /// The jobs whose leases are still believed held, with their tokens and leases.
+    pub fn held(&self) -> Vec<(JobId, Uuid, Duration)> {
         self.with_leases(|leases| {
             leases
                 .iter()
                 .filter(|(_, lease)| !lease.is_lost())
-                .map(|(id, lease)| (*id, lease.token))
+                .map(|(id, lease)| (*id, lease.token, lease.lease))
                 .collect()
         })
     }
 
-    /// Applies a heartbeat's answer: `renewed` now run out `lease` from `sent_at`; the other
+    /// Applies a heartbeat's answer: `renewed` now run out their lease from `sent_at`; the other
     /// `asked` jobs lost their lease, which their jobs are told. Returns the ids newly found
     /// lost while still running (not those whose outcome was pending: the write may simply
     /// have cleared the token first; the write itself reports a lost lease).
     pub fn renewed(
         &self,
-        asked: &[(JobId, Uuid)],
+        asked: &[(JobId, Uuid, Duration)],
         renewed: &[JobId],
         sent_at: Instant,
-        lease: Duration,
     ) -> Vec<JobId> {
         self.with_leases(|leases| {
             let mut lost = Vec::new();
-            for (id, token) in asked {
+            for (id, token, lease) in asked {
                 let Some(entry) = leases.get_mut(id) else {
                     continue;
                 };
@@ -124,7 +126,7 @@ impl RunningJobs {
                     continue;
                 }
                 if renewed.contains(id) {
-                    entry.expires = entry.expires.max(sent_at + lease);
+                    entry.expires = entry.expires.max(sent_at + *lease);
                 } else if !entry.is_lost() {
                     entry.lost.send_replace(true);
                     if !entry.outcome_pending {
@@ -147,7 +149,7 @@ impl RunningJobs {
         lease: Duration,
     ) -> Renewal {
         let renewed: &[JobId] = if still_held { &[id] } else { &[] };
-        self.renewed(&[(id, token)], renewed, sent_at, lease);
+        self.renewed(&[(id, token, lease)], renewed, sent_at);
         self.state_of(id, token)
     }
 
@@ -193,11 +195,11 @@ mod tests {
         let lost = running.insert(7, token, lease, now);
         assert!(running.may_hold(7));
         assert_eq!(
-            running.renewed(&[(7, token)], &[7], now, lease),
+            running.renewed(&[(7, token, lease)], &[7], now),
             Vec::<JobId>::new()
         );
         assert!(!*lost.borrow());
-        assert_eq!(running.renewed(&[(7, token)], &[], now, lease), vec![7]);
+        assert_eq!(running.renewed(&[(7, token, lease)], &[], now), vec![7]);
         assert!(*lost.borrow());
         assert!(!running.may_hold(7));
         assert!(running.held().is_empty());
@@ -214,7 +216,7 @@ mod tests {
         let _lost = running.insert(7, token, lease, now);
         running.outcome_pending(7);
         assert_eq!(
-            running.renewed(&[(7, token)], &[], now, lease),
+            running.renewed(&[(7, token, lease)], &[], now),
             Vec::<JobId>::new()
         );
         assert!(!running.may_hold(7), "not retried once the token is gone");

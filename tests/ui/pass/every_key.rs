@@ -6,6 +6,8 @@ use jobs::{job, DedupeScope, JobKind, JobResult};
     max_attempts = 12,
     priority = -5,
     timeout = "2m",
+    lease = "5m",
+    heartbeat = "1m",
     backoff_base = "10s",
     backoff_max = "1h30m",
     jitter = 0.25,
@@ -28,6 +30,8 @@ fn main() {
     assert_eq!(options.retry.backoff_max.as_secs(), 5400);
     assert_eq!(options.retry.jitter, 0.25);
     assert_eq!(options.timeout.map(|timeout| timeout.as_secs()), Some(120));
+    assert_eq!(options.lease.map(|lease| lease.as_secs()), Some(300));
+    assert_eq!(options.heartbeat.map(|heartbeat| heartbeat.as_secs()), Some(60));
     assert_eq!(options.dedupe, Some("receipt:<order_id>"));
     assert_eq!(options.dedupe_scope, DedupeScope::Active);
     let _ = send_receipt::Args {
