@@ -170,7 +170,8 @@ WHERE j.id = held.id AND j.lease_token = held.lease_token
 RETURNING j.id";
 
 /// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
-/// up, recording the expiry as that attempt's error.
+/// up, recording the expiry as that attempt's error. A rescued job keeps its `run_at`, so it goes
+/// before the jobs that became ready after it.
 pub const RESCUE_EXPIRED: &str = "
 WITH expired AS (
     SELECT id FROM jobs_queue
@@ -182,7 +183,6 @@ WITH expired AS (
 UPDATE jobs_queue AS j
 SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-    run_at = now(),
     lease_token = NULL,
     lease_expires_at = NULL,
     errors = j.errors || jsonb_build_array(jsonb_build_object(

@@ -7,6 +7,7 @@ pub mod growth;
 pub mod latency;
 pub mod memory;
 pub mod pressure;
+pub mod stats;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,5 +53,9 @@ pub const ALL: &[Workload] = &[
     Workload {
         name: "memory",
         run: |options, report| Box::pin(memory::run(options, report)),
+    },
+    Workload {
+        name: "stats",
+        run: |options, report| Box::pin(stats::run(options, report)),
     },
 ];
