@@ -7,17 +7,7 @@ use jobs::admin::{self, Counts};
 use jobs::postgres::sql;
 
 use crate::rows::JobRows;
-use crate::support::Db;
-
-/// Every node of a JSON plan, depth first.
-fn plan_nodes(plan: &serde_json::Value, into: &mut Vec<serde_json::Value>) {
-    into.push(plan.clone());
-    if let Some(children) = plan.get("Plans").and_then(|plans| plans.as_array()) {
-        for child in children {
-            plan_nodes(child, into);
-        }
-    }
-}
+use crate::support::{plan_nodes, scans_of, Db};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_states_are_counted_exactly_per_queue_and_kind() {
@@ -205,18 +195,8 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    let mut nodes = Vec::new();
-    plan_nodes(&plan[0]["Plan"], &mut nodes);
-    let on_jobs: Vec<(String, String)> = nodes
-        .iter()
-        .filter(|node| node["Relation Name"] == "jobs_queue")
-        .map(|node| {
-            (
-                node["Node Type"].as_str().unwrap_or_default().to_string(),
-                node["Index Name"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
+    let nodes = plan_nodes(&plan);
+    let on_jobs: Vec<(String, String)> = scans_of(&nodes, "jobs_queue");
     let indexes: Vec<&str> = nodes
         .iter()
         .filter_map(|node| node["Index Name"].as_str())

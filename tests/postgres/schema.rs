@@ -1,6 +1,6 @@
 //! Migrations, and the plan of the claim query.
 
-use crate::support::Db;
+use crate::support::{plan_nodes, scans_of, Db};
 use jobs::postgres::sql;
 use jobs::postgres::testing::TestDatabase;
 
@@ -45,16 +45,6 @@ async fn migration_history_is_kept_apart_from_the_applications() {
     assert_eq!(sqlx_history, None);
 }
 
-/// Every node of a JSON plan, depth first.
-fn plan_nodes(plan: &serde_json::Value, into: &mut Vec<serde_json::Value>) {
-    into.push(plan.clone());
-    if let Some(children) = plan.get("Plans").and_then(|plans| plans.as_array()) {
-        for child in children {
-            plan_nodes(child, into);
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claiming_never_walks_done_or_dead_rows() {
     let db = Db::new().await;
@@ -88,18 +78,8 @@ async fn claiming_never_walks_done_or_dead_rows() {
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    let mut nodes = Vec::new();
-    plan_nodes(&plan[0]["Plan"], &mut nodes);
-    let scans: Vec<(String, String)> = nodes
-        .iter()
-        .filter(|node| node["Relation Name"] == "jobs_queue")
-        .map(|node| {
-            (
-                node["Node Type"].as_str().unwrap_or_default().to_string(),
-                node["Index Name"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
+    let nodes = plan_nodes(&plan);
+    let scans: Vec<(String, String)> = scans_of(&nodes, "jobs_queue");
     assert!(
         scans.iter().any(|(_, index)| index == "jobs_queue_ready"),
         "the claim must find candidates through the ready-only index: {scans:?}"

@@ -137,3 +137,30 @@ pub struct AttemptRecord {
     pub error: String,
     pub at: String,
 }
+
+/// Every node of an `EXPLAIN (FORMAT JSON)` plan, depth first.
+pub fn plan_nodes(plan: &serde_json::Value) -> Vec<serde_json::Value> {
+    fn walk(node: &serde_json::Value, into: &mut Vec<serde_json::Value>) {
+        into.push(node.clone());
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            walk(child, into);
+        }
+    }
+    let mut nodes = Vec::new();
+    walk(&plan[0]["Plan"], &mut nodes);
+    nodes
+}
+
+/// The `(node type, index name)` of every plan node that reads `relation`.
+pub fn scans_of(nodes: &[serde_json::Value], relation: &str) -> Vec<(String, String)> {
+    nodes
+        .iter()
+        .filter(|node| node["Relation Name"] == relation)
+        .map(|node| {
+            (
+                node["Node Type"].as_str().unwrap_or_default().to_string(),
+                node["Index Name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}

@@ -80,6 +80,7 @@ async fn run(
         });
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
+    let lease = shared.lease_of(registration.name);
     let context = JobContext::new(
         job.id,
         registration.name,
@@ -87,7 +88,7 @@ async fn run(
         attempt,
         u32::try_from(job.max_attempts).unwrap_or(u32::MAX),
         job.dedupe_key.clone(),
-        shared.lease_of(&job.kind),
+        lease,
         shared.shutdown_requested.subscribe(),
     )
     .with_lease(
@@ -95,7 +96,7 @@ async fn run(
             shared: Arc::downgrade(shared),
             id: job.id,
             token: job.lease_token,
-            lease: shared.lease_of(&job.kind),
+            lease,
         }),
         lease_lost,
     );

@@ -197,15 +197,11 @@ impl WorkerBuilder {
                 });
             }
         }
-        for (queue, concurrency) in &self.concurrency {
+        for concurrency in self.concurrency.values() {
             if *concurrency == 0 {
                 return Err(WorkerError::Config(ConfigError {
                     setting: "queue concurrency",
-                    reason: if queue.is_empty() {
-                        "must be at least 1"
-                    } else {
-                        "must be at least 1 for every queue"
-                    },
+                    reason: "must be at least 1 for every queue",
                 }));
             }
         }
@@ -348,7 +344,7 @@ impl Worker {
 }
 
 /// A running worker.
-#[must_use = "dropping the handle leaves the worker running; call `shutdown().await` to stop it"]
+#[must_use = "dropping the handle starts a graceful shutdown without waiting for it; keep it and call `shutdown().await`"]
 pub struct WorkerHandle {
     request: watch::Sender<bool>,
     stop_now: watch::Sender<bool>,
