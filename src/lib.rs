@@ -51,9 +51,9 @@ pub use jobs_core::*;
 pub use jobs_macros::{error_class, job};
 pub use jobs_postgres::worker::{shutdown_signal, Signal, Stopped};
 pub use jobs_postgres::{
-    enqueue_job, enqueue_jobs, migrate, EnqueueBuilder, EnqueueError, Enqueued, MigrateError,
-    MigrationReport, PgConnection, PgPool, Worker, WorkerBuilder, WorkerConfig, WorkerError,
-    WorkerHandle,
+    enqueue_job, enqueue_jobs, is_processed, mark_processed, migrate, EnqueueBuilder, EnqueueError,
+    Enqueued, JobContextExt, JobTransaction, MigrateError, MigrationReport, PgConnection, PgPool,
+    ProcessedKey, TransactionError, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle,
 };
 
 /// Operating the queue: health numbers and alert thresholds, dead letters (list, show, replay,

@@ -1,6 +1,7 @@
 //! What a running job knows about itself, and its links back to the worker: shutdown, and the
 //! lease the worker holds on it.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +58,7 @@ pub struct JobContext {
     shutdown: watch::Receiver<bool>,
     lease_control: Option<Arc<dyn LeaseControl>>,
     lease_lost: Option<watch::Receiver<bool>>,
+    backend: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl JobContext {
@@ -83,6 +85,7 @@ impl JobContext {
             shutdown,
             lease_control: None,
             lease_lost: None,
+            backend: None,
         }
     }
 
@@ -96,6 +99,21 @@ impl JobContext {
         self.lease_control = Some(control);
         self.lease_lost = Some(lost);
         self
+    }
+
+    /// Attaches the backend's own handle on this run, for the backend's extensions of the
+    /// context (such as a transaction that completes the job). Called by backends.
+    pub fn with_backend(mut self, backend: Arc<dyn Any + Send + Sync>) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// The handle a backend attached with [`with_backend`](Self::with_backend), if it is of
+    /// type `T`. Used by backends' extensions of the context.
+    pub fn backend<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.backend
+            .as_ref()
+            .and_then(|backend| Arc::clone(backend).downcast::<T>().ok())
     }
 
     /// A context for calling a handler directly in a unit test: attempt 1, no shutdown, a lease

@@ -10,10 +10,12 @@
 pub mod admin;
 pub mod enqueue;
 pub mod migrate;
+pub mod processed;
 pub mod sql;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transaction;
 pub mod worker;
 
 pub use enqueue::{
@@ -21,5 +23,7 @@ pub use enqueue::{
     Enqueued,
 };
 pub use migrate::{migrate, MigrateError, MigrationReport};
+pub use processed::{is_processed, mark_processed, ProcessedKey};
 pub use sqlx::{PgConnection, PgPool};
+pub use transaction::{JobContextExt, JobTransaction, TransactionError};
 pub use worker::{Signal, Stopped, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};

@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operating",
         sql: include_str!("../migrations/0002_operating.sql"),
     },
+    Migration {
+        version: 3,
+        name: "processed_keys",
+        sql: include_str!("../migrations/0003_processed_keys.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

@@ -169,6 +169,18 @@ FROM unnest($1::bigint[], $2::uuid[], $3::float8[]) AS held(id, lease_token, lea
 WHERE j.id = held.id AND j.lease_token = held.lease_token
 RETURNING j.id";
 
+/// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`; returns
+/// its id when the lease still held. The row stays locked until that transaction ends, so the
+/// completion commits or rolls back with the job's effects.
+pub const COMPLETE_IN_TRANSACTION: &str = "
+UPDATE jobs_queue
+SET state = 'done',
+    finished_at = now(),
+    lease_token = NULL,
+    lease_expires_at = NULL
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+RETURNING id";
+
 /// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
 /// up, recording the expiry as that attempt's error. A rescued job keeps its `run_at`, so it goes
 /// before the jobs that became ready after it.
@@ -426,3 +438,38 @@ SELECT (SELECT held FROM retention_lock) AS locked,
        count(*) FILTER (WHERE state = 'done') AS done,
        count(*) FILTER (WHERE state = 'cancelled') AS cancelled
 FROM deleted";
+
+/// Records processed key `$1`, to expire `$2` seconds from now (never when `NULL`), unless it is
+/// already recorded and unexpired; returns a row only when this statement recorded it. A key
+/// recorded by a transaction still open makes this statement wait for that transaction: it then
+/// counts as recorded if that transaction committed, and is recorded here if it rolled back.
+pub const MARK_PROCESSED: &str = "
+INSERT INTO jobs_processed_keys AS k (key, expires_at)
+VALUES ($1, now() + make_interval(secs => $2))
+ON CONFLICT (key) DO UPDATE
+    SET processed_at = now(), expires_at = EXCLUDED.expires_at
+    WHERE k.expires_at IS NOT NULL AND k.expires_at <= now()
+RETURNING true";
+
+/// Whether processed key `$1` is recorded and unexpired.
+pub const IS_PROCESSED: &str = "
+SELECT EXISTS (
+    SELECT 1 FROM jobs_processed_keys
+    WHERE key = $1 AND (expires_at IS NULL OR expires_at > now()))";
+
+/// Deletes up to `$1` expired processed keys, if this statement gets the retention lock `$2`.
+/// Returns whether the lock was had, and how many keys were deleted.
+pub const PRUNE_PROCESSED_KEYS: &str = "
+WITH retention_lock AS (
+    SELECT pg_try_advisory_xact_lock($2) AS held
+), deleted AS (
+    DELETE FROM jobs_processed_keys
+    WHERE (SELECT held FROM retention_lock)
+      AND key IN (
+        SELECT key FROM jobs_processed_keys
+        WHERE expires_at <= now()
+        ORDER BY expires_at
+        LIMIT $1)
+    RETURNING 1
+)
+SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";

@@ -11,6 +11,7 @@ mod admin_stats;
 mod dedupe;
 mod drain;
 mod enqueue;
+mod exactly_once;
 mod lease_control;
 mod outcomes;
 mod resilience;

@@ -35,7 +35,11 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             .unwrap();
     assert_eq!(
         history,
-        vec![(1, "jobs_queue".to_string()), (2, "operating".to_string())]
+        vec![
+            (1, "jobs_queue".to_string()),
+            (2, "operating".to_string()),
+            (3, "processed_keys".to_string())
+        ]
     );
     let sqlx_history: Option<String> =
         sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")

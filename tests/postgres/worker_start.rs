@@ -40,6 +40,7 @@ async fn every_registered_kind_runs_on_its_queue_by_default() {
     let worker = Worker::builder(db.pool.clone())
         .state(db.pool.clone())
         .state(crate::test_jobs::Mailer)
+        .state(crate::exactly_once::Gate::default())
         .queue("extra", 2)
         .build()
         .unwrap();

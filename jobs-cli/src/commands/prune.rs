@@ -9,8 +9,8 @@ use super::{count, Report};
 use crate::error::CliError;
 use crate::progress::Progress;
 
-/// Deletes done and cancelled jobs finished more than `older_than` ago, `batch_size` per
-/// statement.
+/// Deletes done and cancelled jobs finished more than `older_than` ago, and expired processed
+/// keys, `batch_size` per statement.
 pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result<Report, CliError> {
     let config = RetentionConfig {
         max_age: older_than,
@@ -20,12 +20,13 @@ pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result
     let retention = Retention::new(pool.clone(), config)?;
     let age = HumanDuration(older_than);
     let progress = Progress::spinner("deleting finished jobs");
-    let (mut done, mut cancelled) = (0, 0);
+    let (mut done, mut cancelled, mut keys) = (0, 0, 0);
     let mut locked_elsewhere = false;
     loop {
         let report = retention.run_once().await?;
         done += report.done;
         cancelled += report.cancelled;
+        keys += report.processed_keys;
         progress.advance(report.deleted());
         if report.locked_elsewhere {
             locked_elsewhere = true;
@@ -45,6 +46,15 @@ pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result
             count(usize::try_from(deleted).unwrap_or(usize::MAX), "job"),
         )
     };
+    if keys > 0 {
+        text.push_str(&format!(
+            "deleted {}\n",
+            count(
+                usize::try_from(keys).unwrap_or(usize::MAX),
+                "expired processed key"
+            )
+        ));
+    }
     if locked_elsewhere {
         text = if deleted == 0 {
             "another process is deleting finished jobs right now; nothing deleted here\n".to_owned()

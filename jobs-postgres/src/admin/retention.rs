@@ -1,5 +1,5 @@
-//! Retention: deleting done and cancelled jobs past an age, a batch at a time, one process at a
-//! time. Dead jobs are never deleted here.
+//! Retention: deleting done and cancelled jobs past an age, and expired processed keys, a batch
+//! at a time, one process at a time. Dead jobs are never deleted here.
 //!
 //! Every worker runs it periodically (see [`WorkerConfig::retention`]); tools and tests call
 //! [`Retention::run_once`] directly.
@@ -61,6 +61,8 @@ pub struct RetentionReport {
     pub done: u64,
     /// Cancelled jobs deleted.
     pub cancelled: u64,
+    /// Expired processed keys deleted (see [`crate::processed`]).
+    pub processed_keys: u64,
     /// A full batch was deleted: more may be waiting, run again at once.
     pub more: bool,
 }
@@ -77,6 +79,12 @@ struct PruneRow {
     locked: bool,
     done: i64,
     cancelled: i64,
+}
+
+#[derive(FromRow)]
+struct PruneKeysRow {
+    locked: bool,
+    deleted: i64,
 }
 
 /// The retention service: see the [module](self) docs.
@@ -99,30 +107,44 @@ impl Retention {
     }
 
     /// Deletes one batch: up to `batch_size` done and cancelled jobs that finished more than
-    /// `max_age` ago, oldest first, in one statement.
+    /// `max_age` ago, oldest first, in one statement; then up to `batch_size` expired processed
+    /// keys in another.
     ///
-    /// The statement first tries the retention advisory lock (released when it commits): when
+    /// Each statement first tries the retention advisory lock (released when it commits): when
     /// another process holds it, nothing is deleted and the report says so, so only one process
     /// deletes at a time and none waits for another.
     pub async fn run_once(&self) -> Result<RetentionReport, AdminError> {
         let limit = i64::try_from(self.config.batch_size).unwrap_or(i64::MAX);
-        let row: PruneRow = sqlx::query_as(sql::PRUNE_FINISHED)
+        let jobs: PruneRow = sqlx::query_as(sql::PRUNE_FINISHED)
             .bind(self.config.max_age.as_secs_f64())
             .bind(limit)
             .bind(sql::RETENTION_LOCK_KEY)
             .fetch_one(&self.pool)
             .await?;
+        if !jobs.locked {
+            return Ok(RetentionReport {
+                locked_elsewhere: true,
+                ..RetentionReport::default()
+            });
+        }
+        let keys: PruneKeysRow = sqlx::query_as(sql::PRUNE_PROCESSED_KEYS)
+            .bind(limit)
+            .bind(sql::RETENTION_LOCK_KEY)
+            .fetch_one(&self.pool)
+            .await?;
         let report = RetentionReport {
-            locked_elsewhere: !row.locked,
-            done: u64::try_from(row.done).unwrap_or(0),
-            cancelled: u64::try_from(row.cancelled).unwrap_or(0),
-            more: row.done + row.cancelled >= limit,
+            locked_elsewhere: !keys.locked,
+            done: u64::try_from(jobs.done).unwrap_or(0),
+            cancelled: u64::try_from(jobs.cancelled).unwrap_or(0),
+            processed_keys: u64::try_from(keys.deleted).unwrap_or(0),
+            more: jobs.done + jobs.cancelled >= limit || keys.deleted >= limit,
         };
-        if report.deleted() > 0 {
+        if report.deleted() > 0 || report.processed_keys > 0 {
             tracing::debug!(
                 done = report.done,
                 cancelled = report.cancelled,
-                "retention deleted finished jobs"
+                processed_keys = report.processed_keys,
+                "retention deleted finished jobs and expired keys"
             );
         }
         Ok(report)

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::lease::JobLease;
 use super::{completer, Shared};
 use crate::store::{ClaimedJob, Outcome};
+use crate::transaction::{RunLink, TransactionUse};
 
 /// How a run ended, including the cases where the worker interrupted it.
 enum RunEnd {
@@ -40,10 +41,14 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         shared.lease_of(&job.kind),
         Instant::now(),
     );
-    let Some(decision) = run(&shared, &job, lost).instrument(span).await else {
-        // Stopped at once: nothing is written, the lease brings the job back.
-        drop(permit);
-        return;
+    let decision = match run(&shared, &job, lost).instrument(span).await {
+        Next::Write(decision) => decision,
+        Next::Nothing => {
+            // Stopped at once (the lease brings the job back), or already completed by the
+            // job's own transaction.
+            drop(permit);
+            return;
+        }
     };
     shared.running.outcome_pending(job.id);
     let outcome = Outcome {
@@ -66,21 +71,30 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
     }
 }
 
-/// Runs the job and decides what follows; `None` when the worker stopped at once.
-async fn run(
-    shared: &Arc<Shared>,
-    job: &ClaimedJob,
-    lease_lost: watch::Receiver<bool>,
-) -> Option<Decision> {
+/// What is left to do once a run is over.
+enum Next {
+    /// Write this decision.
+    Write(Decision),
+    /// Write nothing: the worker stopped at once, or the job's transaction completed it.
+    Nothing,
+}
+
+/// Runs the job and decides what follows.
+async fn run(shared: &Arc<Shared>, job: &ClaimedJob, lease_lost: watch::Receiver<bool>) -> Next {
     let Some(registration) = shared.registry.get(&job.kind).copied() else {
         // Claims ask only for registered kinds, so this is a bug; hand the job back untouched.
         tracing::error!("claimed a job of a kind this worker does not run; handing it back");
-        return Some(Decision::Snooze {
+        return Next::Write(Decision::Snooze {
             delay: Duration::ZERO,
         });
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
     let lease = shared.lease_of(registration.name);
+    let link = Arc::new(RunLink::new(
+        Arc::downgrade(shared),
+        job.id,
+        job.lease_token,
+    ));
     let context = JobContext::new(
         job.id,
         registration.name,
@@ -99,7 +113,8 @@ async fn run(
             lease,
         }),
         lease_lost,
-    );
+    )
+    .with_backend(Arc::clone(&link) as Arc<dyn Any + Send + Sync>);
     let end = match (registration.handler)(context, &job.payload, &shared.states) {
         Ok(future) => run_guarded(shared, future, registration.options.timeout).await,
         Err(error @ InvocationError::Undecodable { .. }) => {
@@ -108,6 +123,22 @@ async fn run(
         Err(error @ InvocationError::MissingState { .. }) => {
             RunEnd::Finished(RunOutcome::Failed(JobError::transient(error.to_string())))
         }
+    };
+    let end = match (link.transaction_use(), end) {
+        (TransactionUse::Completed, end) => {
+            if !matches!(end, RunEnd::Finished(RunOutcome::Completed)) {
+                tracing::warn!(
+                    "the job's transaction completed it, then the run did not end with Ok; the job stays done"
+                );
+            }
+            tracing::debug!("done, in the job's own transaction");
+            shared.running.remove(job.id);
+            return Next::Nothing;
+        }
+        (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed)) => {
+            RunEnd::Finished(RunOutcome::Failed(JobError::permanent(DROPPED_OPEN)))
+        }
+        (_, end) => end,
     };
     let decision = match end {
         RunEnd::Finished(outcome) => decide(
@@ -126,13 +157,16 @@ async fn run(
             tracing::warn!(
                 "abandoned by a stop at once; the job comes back when its lease expires"
             );
-            return None;
+            return Next::Nothing;
         }
     };
     let decision = storable(decision);
     log_decision(&decision);
-    Some(decision)
+    Next::Write(decision)
 }
+
+/// The error of a run that returned `Ok` after dropping its transaction open.
+const DROPPED_OPEN: &str = "the job returned Ok but dropped its transaction without complete() or rollback(): its effects were rolled back, so the job is not done; call complete() on the transaction, or rollback() to discard its effects on purpose";
 
 /// Longest delay stored for a retry or snooze. A delay past what PostgreSQL's timestamps can
 /// hold would make the outcome unwritable.

@@ -22,7 +22,7 @@ mod listener;
 mod maintenance;
 mod producer;
 mod pruner;
-mod running;
+pub(crate) mod running;
 mod signal;
 
 use std::collections::{BTreeMap, HashMap};

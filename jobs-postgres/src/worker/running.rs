@@ -90,6 +90,18 @@ impl RunningJobs {
         });
     }
 
+    /// Notes that the lease of run `(id, token)` was found lost by a write fenced by its token;
+    /// the job is told.
+    pub fn mark_lost(&self, id: JobId, token: Uuid) {
+        self.with_leases(|leases| {
+            if let Some(lease) = leases.get_mut(&id) {
+                if lease.token == token {
+                    lease.lost.send_replace(true);
+                }
+            }
+        });
+    }
+
     /// Forgets a job whose run is over.
     pub fn remove(&self, id: JobId) {
         self.with_leases(|leases| leases.remove(&id));

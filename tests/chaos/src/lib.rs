@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use jobs::postgres::JobContextExt;
 use jobs::{job, JobContext, JobError, JobResult, State, WorkerConfig};
 use sqlx::PgPool;
 
@@ -21,16 +22,19 @@ pub const QUEUE: &str = "chaos";
 pub const APPLICATION_NAME: &str = "jobs-chaos-worker";
 
 /// The kinds the chaos worker runs.
-pub const KINDS: [&str; 5] = [
+pub const KINDS: [&str; 6] = [
     "chaos_job",
     "abort_process",
     "stale_then_fresh",
     "watches_its_lease",
     "long_job",
+    "effect_once",
 ];
 
 /// Creates the tables where chaos jobs record what they do: `runs`, one row per run (which job,
-/// which attempt, which process), and `notices`, one row per job that saw its lease lost.
+/// which attempt, which process), `notices`, one row per job that saw its lease lost, and
+/// `effects`, the rows `effect_once` writes through transactional completion (deliberately
+/// without a unique constraint, so that a duplicate would show).
 pub const SCHEMA: &str = "
 CREATE TABLE runs (
     job_id     bigint      NOT NULL,
@@ -46,6 +50,11 @@ CREATE TABLE notices (
     pid      integer     NOT NULL,
     noticed  text        NOT NULL,
     at       timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE effects (
+    job_id  bigint  NOT NULL,
+    attempt integer NOT NULL,
+    pid     integer NOT NULL
 )";
 
 /// Records this run in `runs`.
@@ -165,6 +174,28 @@ pub async fn long_job(
             return Err(JobError::transient("lease lost"));
         }
     }
+    Ok(())
+}
+
+/// Records its run, then inserts one row into `effects` and completes itself in the same
+/// transaction, working for `sleep_ms` in between: however often it runs, one row per job.
+#[job(
+    queue = "chaos",
+    max_attempts = 25,
+    backoff_base = "20ms",
+    backoff_max = "200ms"
+)]
+pub async fn effect_once(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
+    record_run(&pool, &ctx).await?;
+    let mut tx = ctx.transaction().await?;
+    sqlx::query("INSERT INTO effects (job_id, attempt, pid) VALUES ($1, $2, $3)")
+        .bind(ctx.id())
+        .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
+        .bind(process_id())
+        .execute(&mut *tx)
+        .await?;
+    tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+    tx.complete().await?;
     Ok(())
 }
 

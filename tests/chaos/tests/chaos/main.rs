@@ -9,6 +9,7 @@
 mod support;
 
 mod abort;
+mod exactly_once;
 mod exhaustion;
 mod kill;
 mod outage;

@@ -1,0 +1,427 @@
+//! Exactly-once effects for database work: transactional completion, processed keys, and the
+//! stable idempotency key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobs::postgres::{mark_processed, JobContextExt, ProcessedKey, TransactionError};
+use jobs::{job, JobContext, JobError, JobResult, State, Worker};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+
+use crate::support::{fast_config, wait_until, Db};
+
+async fn create_tables(db: &Db) {
+    for statement in [
+        "CREATE TABLE receipts (order_id bigint NOT NULL, job_id bigint NOT NULL)",
+        "CREATE TABLE refunds (order_id bigint NOT NULL)",
+        "CREATE TABLE notes (job_id bigint NOT NULL, attempt integer NOT NULL, what text NOT NULL)",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+}
+
+async fn insert_receipt(
+    connection: &mut sqlx::PgConnection,
+    ctx: &JobContext,
+    order_id: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO receipts (order_id, job_id) VALUES ($1, $2)")
+        .bind(order_id)
+        .bind(ctx.id())
+        .execute(connection)
+        .await
+        .map(drop)
+}
+
+/// Notes `what` outside any job transaction, so the note survives rollbacks.
+async fn note(pool: &PgPool, ctx: &JobContext, what: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO notes (job_id, attempt, what) VALUES ($1, $2, $3)")
+        .bind(ctx.id())
+        .bind(i32::try_from(ctx.attempt()).unwrap())
+        .bind(what)
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+async fn notes(db: &Db) -> Vec<String> {
+    sqlx::query_scalar("SELECT what FROM notes ORDER BY job_id, attempt")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+}
+
+/// Inserts a receipt and completes in the same transaction.
+#[job]
+pub async fn record_receipt(ctx: JobContext, order_id: i64) -> JobResult {
+    let mut tx = ctx.transaction().await?;
+    insert_receipt(&mut tx, &ctx, order_id).await?;
+    tx.complete().await?;
+    Ok(())
+}
+
+/// Inserts a receipt in its transaction, then fails on the first attempt; completes on the
+/// second.
+#[job(max_attempts = 3, backoff_base = "10ms", backoff_max = "10ms")]
+pub async fn receipt_fails_once(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobResult {
+    note(&pool, &ctx, "ran").await?;
+    let mut tx = ctx.transaction().await?;
+    insert_receipt(&mut tx, &ctx, order_id).await?;
+    if ctx.attempt() == 1 {
+        return Err(JobError::transient("the provider hung up"));
+    }
+    tx.complete().await?;
+    Ok(())
+}
+
+/// Lets a test step in between a job's effects and its completion.
+#[derive(Default)]
+pub struct Gate {
+    inserted: Notify,
+    proceed: Notify,
+}
+
+/// Inserts a receipt, waits for the test to take its lease over, then tries to complete.
+#[job(max_attempts = 1)]
+pub async fn receipt_after_takeover(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    gate: State<Gate>,
+    order_id: i64,
+) -> JobResult {
+    let mut tx = ctx.transaction().await?;
+    insert_receipt(&mut tx, &ctx, order_id).await?;
+    gate.inserted.notify_one();
+    gate.proceed.notified().await;
+    let completed = tx.complete().await;
+    note(&pool, &ctx, &format!("{completed:?}")).await?;
+    completed?;
+    Ok(())
+}
+
+/// Refunds an order once, however many jobs ask for it.
+#[job]
+pub async fn refund(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobResult {
+    let mut tx = ctx.transaction().await?;
+    let key = mark_processed(&mut tx, &format!("refund:{order_id}"), None).await?;
+    note(&pool, &ctx, &format!("{key:?}")).await?;
+    if key.is_new() {
+        sqlx::query("INSERT INTO refunds (order_id) VALUES ($1)")
+            .bind(order_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.complete().await?;
+    Ok(())
+}
+
+/// Forgets to complete its transaction.
+#[job(max_attempts = 5)]
+pub async fn forgets_to_complete(ctx: JobContext, order_id: i64) -> JobResult {
+    let mut tx = ctx.transaction().await?;
+    insert_receipt(&mut tx, &ctx, order_id).await?;
+    Ok(())
+}
+
+/// Rolls its transaction back on purpose and succeeds.
+#[job]
+pub async fn rolls_back_on_purpose(ctx: JobContext, order_id: i64) -> JobResult {
+    let mut tx = ctx.transaction().await?;
+    insert_receipt(&mut tx, &ctx, order_id).await?;
+    tx.rollback().await?;
+    Ok(())
+}
+
+/// Notes its idempotency key on every attempt and fails the first two.
+#[job(max_attempts = 3, backoff_base = "10ms", backoff_max = "10ms")]
+pub async fn charge(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobResult {
+    let _ = order_id;
+    note(&pool, &ctx, &ctx.idempotency_key()).await?;
+    if ctx.attempt() < 3 {
+        return Err(JobError::transient("payment provider timed out"));
+    }
+    Ok(())
+}
+
+/// Like `charge`, with a dedupe key.
+#[job(
+    max_attempts = 2,
+    backoff_base = "10ms",
+    backoff_max = "10ms",
+    dedupe = "charge:<order_id>"
+)]
+pub async fn keyed_charge(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobResult {
+    let _ = order_id;
+    note(&pool, &ctx, &ctx.idempotency_key()).await?;
+    if ctx.attempt() < 2 {
+        return Err(JobError::transient("payment provider timed out"));
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn effects_and_completion_commit_in_one_transaction() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let id = record_receipt::enqueue(&db.pool, 1042).await.unwrap().id();
+    let worker = db.start_worker(&["record_receipt"]);
+    let job = db.wait_for_state(id, "done").await;
+    worker.shutdown().await;
+    assert_eq!(job.attempts, 1);
+    // The same transaction id wrote the receipt and the job's final row version.
+    let (receipt_xmin, job_xmin): (String, String) = sqlx::query_as(
+        "SELECT (SELECT xmin::text FROM receipts), (SELECT xmin::text FROM jobs_queue WHERE id = $1)",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(receipt_xmin, job_xmin);
+    assert_eq!(
+        db.count("SELECT count(*) FROM receipts WHERE order_id = 1042")
+            .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let id = receipt_fails_once::enqueue(&db.pool, 7).await.unwrap().id();
+    let worker = db.start_worker(&["receipt_fails_once"]);
+    let job = db.wait_for_state(id, "done").await;
+    worker.shutdown().await;
+    assert_eq!(job.attempts, 2);
+    assert_eq!(job.errors.0.len(), 1);
+    assert_eq!(job.errors.0[0].error, "the provider hung up");
+    assert_eq!(notes(&db).await, ["ran", "ran"]);
+    let receipts: Vec<(i64, i64)> = sqlx::query_as("SELECT order_id, job_id FROM receipts")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(receipts, [(7, id)], "only the second attempt's receipt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_lease_was_taken_over_cannot_commit() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let gate = Arc::new(Gate::default());
+    let id = receipt_after_takeover::enqueue(&db.pool, 9)
+        .await
+        .unwrap()
+        .id();
+    let worker = Worker::builder(db.pool.clone())
+        .kinds(["receipt_after_takeover"])
+        .state(db.pool.clone())
+        .shared_state(Arc::clone(&gate))
+        .config(fast_config())
+        .build()
+        .unwrap()
+        .start();
+    gate.inserted.notified().await;
+    // Another worker takes the job over (as after a rescue and a new claim).
+    let new_token: uuid::Uuid = sqlx::query_scalar(
+        "UPDATE jobs_queue SET lease_token = gen_random_uuid() WHERE id = $1 RETURNING lease_token",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    gate.proceed.notify_one();
+    wait_until("the job to try to complete", || async {
+        db.count("SELECT count(*) FROM notes").await == 1
+    })
+    .await;
+    worker.shutdown().await;
+    assert_eq!(
+        notes(&db).await,
+        [format!("{:?}", Err::<(), _>(TransactionError::LeaseLost))]
+    );
+    assert_eq!(db.count("SELECT count(*) FROM receipts").await, 0);
+    let (state, token): (String, Option<uuid::Uuid>) =
+        sqlx::query_as("SELECT state, lease_token FROM jobs_queue WHERE id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (state.as_str(), token),
+        ("running", Some(new_token)),
+        "the job belongs to its new holder, untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processed_key_makes_the_second_job_skip_its_effect() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let first = refund::enqueue(&db.pool, 5).await.unwrap().id();
+    let second = refund::enqueue(&db.pool, 5).await.unwrap().id();
+    let worker = db.start_worker(&["refund"]);
+    db.wait_for_state(first, "done").await;
+    db.wait_for_state(second, "done").await;
+    worker.shutdown().await;
+    assert_eq!(db.count("SELECT count(*) FROM refunds").await, 1);
+    let mut seen = notes(&db).await;
+    seen.sort();
+    assert_eq!(seen, ["AlreadyProcessed", "New"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let forgot = forgets_to_complete::enqueue(&db.pool, 1)
+        .await
+        .unwrap()
+        .id();
+    let on_purpose = rolls_back_on_purpose::enqueue(&db.pool, 2)
+        .await
+        .unwrap()
+        .id();
+    let worker = db.start_worker(&["forgets_to_complete", "rolls_back_on_purpose"]);
+    let dead = db.wait_for_state(forgot, "dead").await;
+    db.wait_for_state(on_purpose, "done").await;
+    worker.shutdown().await;
+    assert_eq!(dead.attempts, 1, "a bug is not retried");
+    assert_eq!(dead.errors.0[0].kind, "permanent");
+    assert!(
+        dead.errors.0[0]
+            .error
+            .contains("dropped its transaction without complete() or rollback()"),
+        "{}",
+        dead.errors.0[0].error
+    );
+    assert_eq!(db.count("SELECT count(*) FROM receipts").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idempotency_key_is_the_same_on_every_attempt() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let plain = charge::enqueue(&db.pool, 3).await.unwrap().id();
+    let keyed = keyed_charge::enqueue(&db.pool, 3).await.unwrap().id();
+    let worker = db.start_worker(&["charge", "keyed_charge"]);
+    db.wait_for_state(plain, "done").await;
+    db.wait_for_state(keyed, "done").await;
+    worker.shutdown().await;
+    let keys_of = |id: i64| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT what FROM notes WHERE job_id = $1 ORDER BY attempt",
+            )
+            .bind(id)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let plain_key = format!("charge:job-{plain}");
+    assert_eq!(keys_of(plain).await, [plain_key.as_str(); 3]);
+    assert_eq!(
+        keys_of(keyed).await,
+        ["keyed_charge:charge:3", "keyed_charge:charge:3"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_marked_by_an_open_transaction_waits_for_its_outcome() {
+    let db = Db::new().await;
+    let key = "import:2026-11";
+    for (first_commits, second_sees) in [
+        (false, ProcessedKey::New),
+        (true, ProcessedKey::AlreadyProcessed),
+    ] {
+        sqlx::query("DELETE FROM jobs_processed_keys")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let mut first = db.pool.begin().await.unwrap();
+        assert_eq!(
+            mark_processed(&mut first, key, None).await.unwrap(),
+            ProcessedKey::New
+        );
+        let pool = db.pool.clone();
+        let second = tokio::spawn(async move {
+            let mut second = pool.begin().await.unwrap();
+            let seen = mark_processed(&mut second, key, None).await.unwrap();
+            second.commit().await.unwrap();
+            seen
+        });
+        wait_until("the second transaction to wait for the first", || async {
+            db.count(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%jobs_processed_keys%'",
+            )
+            .await
+                == 1
+        })
+        .await;
+        if first_commits {
+            first.commit().await.unwrap();
+        } else {
+            first.rollback().await.unwrap();
+        }
+        assert_eq!(second.await.unwrap(), second_sees);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_key_counts_as_new_and_retention_deletes_it() {
+    let db = Db::new().await;
+    let mut connection = db.pool.acquire().await.unwrap();
+    let hour = Some(Duration::from_secs(3600));
+    assert!(mark_processed(&mut connection, "kept", None)
+        .await
+        .unwrap()
+        .is_new());
+    assert!(mark_processed(&mut connection, "hour", hour)
+        .await
+        .unwrap()
+        .is_new());
+    assert!(
+        mark_processed(&mut connection, "gone", Some(Duration::ZERO))
+            .await
+            .unwrap()
+            .is_new()
+    );
+    assert!(jobs::postgres::is_processed(&mut connection, "hour")
+        .await
+        .unwrap());
+    assert!(!jobs::postgres::is_processed(&mut connection, "gone")
+        .await
+        .unwrap());
+    assert_eq!(
+        mark_processed(&mut connection, "hour", hour).await.unwrap(),
+        ProcessedKey::AlreadyProcessed
+    );
+    assert_eq!(
+        mark_processed(&mut connection, "gone", Some(Duration::ZERO))
+            .await
+            .unwrap(),
+        ProcessedKey::New,
+        "an expired key is recorded again"
+    );
+    drop(connection);
+    let retention = jobs::admin::Retention::new(db.pool.clone(), Default::default()).unwrap();
+    let report = retention.run_once().await.unwrap();
+    assert_eq!(report.processed_keys, 1);
+    let left: Vec<String> = sqlx::query_scalar("SELECT key FROM jobs_processed_keys ORDER BY key")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, ["hour", "kept"]);
+}
+
+#[tokio::test]
+async fn a_context_without_a_worker_has_no_transaction() {
+    let ctx = JobContext::for_test("record_receipt");
+    assert!(matches!(
+        ctx.transaction().await,
+        Err(TransactionError::NoWorker)
+    ));
+}
