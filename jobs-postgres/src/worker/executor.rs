@@ -1,5 +1,8 @@
 //! Runs one claimed job: decode, call the handler on its own task with panics caught and the
 //! timeout applied, decide what follows, and hand the outcome to the completer.
+//!
+//! Each run is a `job` span (`job.id`, `job.kind`, `job.queue`, `attempt`, and `outcome` once
+//! decided) and is counted in the run metrics; payloads are never logged.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -13,6 +16,7 @@ use tracing::Instrument;
 
 use super::lease::JobLease;
 use super::{completer, Shared};
+use crate::metrics::OutcomeLabel;
 use crate::store::{ClaimedJob, Outcome};
 
 /// How a run ended, including the cases where the worker interrupted it.
@@ -32,15 +36,18 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         job.id,
         job.kind = job.kind.as_str(),
         job.queue = job.queue.as_str(),
-        attempt = job.attempts
+        attempt = job.attempts,
+        outcome = tracing::field::Empty
     );
-    let lost = shared.running.insert(
-        job.id,
-        job.lease_token,
-        shared.lease_of(&job.kind),
-        Instant::now(),
-    );
-    let Some(decision) = run(&shared, &job, lost).instrument(span).await else {
+    let started = Instant::now();
+    let lost = shared
+        .running
+        .insert(job.id, job.lease_token, shared.lease_of(&job.kind), started);
+    let (outcome, decision) = run(&shared, &job, lost).instrument(span).await;
+    shared
+        .metrics
+        .job_finished(&job.kind, &job.queue, outcome, started.elapsed());
+    let Some(decision) = decision else {
         // Stopped at once: nothing is written, the lease brings the job back.
         drop(permit);
         return;
@@ -66,18 +73,23 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
     }
 }
 
-/// Runs the job and decides what follows; `None` when the worker stopped at once.
+/// Runs the job and decides what follows, with the outcome to count; no decision when the
+/// worker stopped at once.
 async fn run(
     shared: &Arc<Shared>,
     job: &ClaimedJob,
     lease_lost: watch::Receiver<bool>,
-) -> Option<Decision> {
+) -> (OutcomeLabel, Option<Decision>) {
     let Some(registration) = shared.registry.get(&job.kind).copied() else {
         // Claims ask only for registered kinds, so this is a bug; hand the job back untouched.
         tracing::error!("claimed a job of a kind this worker does not run; handing it back");
-        return Some(Decision::Snooze {
-            delay: Duration::ZERO,
-        });
+        tracing::Span::current().record("outcome", OutcomeLabel::Interrupted.as_str());
+        return (
+            OutcomeLabel::Interrupted,
+            Some(Decision::Snooze {
+                delay: Duration::ZERO,
+            }),
+        );
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
     let lease = shared.lease_of(registration.name);
@@ -109,29 +121,37 @@ async fn run(
             RunEnd::Finished(RunOutcome::Failed(JobError::transient(error.to_string())))
         }
     };
-    let decision = match end {
-        RunEnd::Finished(outcome) => decide(
-            outcome,
-            attempt,
-            &registration.options.retry,
-            rand::random::<f64>(),
-        ),
+    let (outcome, decision) = match end {
+        RunEnd::Finished(outcome) => {
+            let decision = storable(decide(
+                outcome,
+                attempt,
+                &registration.options.retry,
+                rand::random::<f64>(),
+            ));
+            (OutcomeLabel::of(&decision), Some(decision))
+        }
         RunEnd::Interrupted => {
             tracing::info!("interrupted by shutdown; handing the job back");
-            Decision::Snooze {
-                delay: Duration::ZERO,
-            }
+            (
+                OutcomeLabel::Interrupted,
+                Some(Decision::Snooze {
+                    delay: Duration::ZERO,
+                }),
+            )
         }
         RunEnd::Abandoned => {
             tracing::warn!(
                 "abandoned by a stop at once; the job comes back when its lease expires"
             );
-            return None;
+            (OutcomeLabel::Abandoned, None)
         }
     };
-    let decision = storable(decision);
-    log_decision(&decision);
-    Some(decision)
+    tracing::Span::current().record("outcome", outcome.as_str());
+    if let Some(decision) = &decision {
+        log_decision(decision);
+    }
+    (outcome, decision)
 }
 
 /// Longest delay stored for a retry or snooze. A delay past what PostgreSQL's timestamps can
@@ -230,6 +250,12 @@ fn log_decision(decision: &Decision) {
             error.message,
             ?delay,
             "attempt failed; will retry"
+        ),
+        // The decoder's message can quote the payload, which is not logged: it is kept with the
+        // job instead (`jobs dead show ID`).
+        Decision::Dead { error } if error.kind == "undecodable" => tracing::error!(
+            error.kind,
+            "job is dead: its payload does not decode into the kind's arguments"
         ),
         Decision::Dead { error } => {
             tracing::error!(error.kind, error.message, "job is dead")
