@@ -60,6 +60,11 @@ pub use jobs_postgres::{
 /// discard) and retention; what the `jobs` command-line tool runs.
 pub use jobs_postgres::admin;
 
+/// Metrics through the `metrics` facade: every name, label and outcome the worker records, in
+/// one place, with [`describe`](metrics::describe) to register their units and help texts and
+/// [`Gauges`](metrics::Gauges) to publish the health numbers from a process that runs no worker.
+pub use jobs_postgres::metrics;
+
 /// The PostgreSQL backend in full: SQL, store, worker internals' settings.
 pub mod postgres {
     pub use jobs_postgres::*;

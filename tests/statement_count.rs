@@ -51,6 +51,8 @@ fn classify(sql: &str) -> &'static str {
         "record outcomes"
     } else if sql.contains("FROM unnest($1::bigint[], $2::uuid[]) AS held") {
         "heartbeat"
+    } else if sql.contains("jobs_queue_state_mix") {
+        "health numbers (gauges)"
     } else if sql.contains("lease_expires_at < now()") {
         "rescue"
     } else {

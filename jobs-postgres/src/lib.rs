@@ -3,12 +3,14 @@
 //!
 //! Applications use it through the `jobs` crate. All SQL lives in [`sql`]; [`store`] is the
 //! worker's only way to the database; [`admin`] is the operator's (health numbers, dead letters,
-//! retention), which the `jobs` command-line tool wraps.
+//! retention), which the `jobs` command-line tool wraps; [`metrics`] names every metric the
+//! worker records.
 
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod enqueue;
+pub mod metrics;
 pub mod migrate;
 pub mod processed;
 pub mod sql;

@@ -114,7 +114,7 @@ WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 
 /// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, by priority (higher first), then
 /// `run_at`, then id; each is leased for the seconds that `$4` gives its kind (`$4` pairs with
-/// `$2`).
+/// `$2`). Returns each job with the seconds it had been due when claimed (`waited_secs`).
 pub const CLAIM_JOBS: &str = "
 WITH claimable AS (
     SELECT id FROM jobs_queue
@@ -134,7 +134,8 @@ SET state = 'running',
 FROM claimable
 WHERE j.id = claimable.id
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token";
+          j.dedupe_key, j.lease_token,
+          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs";
 
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
@@ -202,7 +203,7 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
         'error', 'lease expired: the worker stopped renewing it (crashed, paused or cut off)'))
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.kind, j.state";
+RETURNING j.id, j.kind, j.queue, j.state";
 
 // ---------------------------------------------------------------------------------------------
 // Operating the queue: health numbers, dead letters, retention (see `crate::admin`).

@@ -28,6 +28,16 @@ pub struct ClaimedJob {
     pub dedupe_key: Option<String>,
     /// The token of this claim's lease.
     pub lease_token: Uuid,
+    /// Seconds the job had been due (since its `run_at`) when claimed, by the database's clock:
+    /// its pickup latency.
+    pub waited_secs: f64,
+}
+
+impl ClaimedJob {
+    /// How long the job had been due when claimed: its pickup latency.
+    pub fn waited(&self) -> Duration {
+        Duration::try_from_secs_f64(self.waited_secs.max(0.0)).unwrap_or_default()
+    }
 }
 
 /// Whether an outcome was written, or the lease had already been lost.
@@ -159,13 +169,15 @@ pub async fn heartbeat(
         .await
 }
 
-/// A job returned by a rescue: its id, kind and new state (`ready` or `dead`).
+/// A job returned by a rescue: its id, kind, queue and new state (`ready` or `dead`).
 #[derive(Debug, Clone, FromRow, PartialEq, Eq)]
 pub struct RescuedJob {
     /// The job's id.
     pub id: JobId,
     /// Its kind.
     pub kind: String,
+    /// Its queue.
+    pub queue: String,
     /// `ready`, or `dead` when its attempts were used up.
     pub state: String,
 }

@@ -18,4 +18,5 @@ mod resilience;
 mod schema;
 mod shutdown;
 mod unwritable;
+mod worker_metrics;
 mod worker_start;

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::backoff::ReconnectBackoff;
 use super::Shared;
+use crate::metrics::{self, DropReason};
 use crate::store::{self, Fenced, Outcome};
 
 /// Receives outcomes until `drain` is set and nothing is left, writing them in batches.
@@ -82,6 +83,7 @@ fn refused(shared: &Shared, batch: &[Outcome], error: &sqlx::Error) {
             decision = ?outcome.decision,
             "the database refused this outcome; it is dropped, and the job will be rescued when its lease expires"
         );
+        metrics::outcome_dropped(DropReason::Refused);
         shared.running.remove(outcome.id);
     }
 }
@@ -106,6 +108,7 @@ async fn write_batch(
                             job.id = outcome.id,
                             "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
                         );
+                        metrics::outcome_dropped(DropReason::LeaseLost);
                     }
                     shared.running.remove(outcome.id);
                 }
@@ -121,6 +124,7 @@ async fn write_batch(
                             %error,
                             "could not record the outcome before the lease ran out; the job will be rescued and run again"
                         );
+                        metrics::outcome_dropped(DropReason::LeaseRanOut);
                         shared.running.remove(outcome.id);
                     }
                     may_hold

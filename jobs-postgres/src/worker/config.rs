@@ -38,6 +38,14 @@ pub struct WorkerConfig {
     /// [`RetentionConfig`] (default: kept 7 days, deleted 1,000 per statement, looked for every
     /// minute). `None` turns it off in this worker. Dead jobs are never deleted automatically.
     pub retention: Option<RetentionConfig>,
+    /// How often this worker reads the health numbers ([`admin::stats`], one statement of about
+    /// a millisecond) and publishes them as gauges (see [`crate::metrics`]). Every worker
+    /// publishes the same table-wide numbers; `None` turns it off in this worker. Without a
+    /// metrics recorder installed the statement still runs: turn it off if you export no
+    /// metrics. Default 15 s.
+    ///
+    /// [`admin::stats`]: crate::admin::stats
+    pub gauges_interval: Option<Duration>,
 }
 
 /// How a worker writes the outcomes of runs.
@@ -77,6 +85,7 @@ impl Default for WorkerConfig {
             claim_batch_window: Duration::from_millis(2),
             completion: Completion::default(),
             retention: Some(RetentionConfig::default()),
+            gauges_interval: Some(Duration::from_secs(15)),
         }
     }
 }
@@ -121,6 +130,15 @@ impl WorkerConfig {
         }
         if self.max_reconnect_delay.is_zero() {
             return fail("max_reconnect_delay", "must be longer than zero");
+        }
+        if self
+            .gauges_interval
+            .is_some_and(|interval| interval.is_zero())
+        {
+            return fail(
+                "gauges_interval",
+                "must be longer than zero, or None to turn it off",
+            );
         }
         if let Some(retention) = &self.retention {
             retention.validate()?;

@@ -1,5 +1,8 @@
 //! Runs one claimed job: decode, call the handler on its own task with panics caught and the
 //! timeout applied, decide what follows, and hand the outcome to the completer.
+//!
+//! Each run is a `job` span (`job.id`, `job.kind`, `job.queue`, `attempt`, and `outcome` once
+//! decided) and is counted in the run metrics; payloads are never logged.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -13,6 +16,7 @@ use tracing::Instrument;
 
 use super::lease::JobLease;
 use super::{completer, Shared};
+use crate::metrics::OutcomeLabel;
 use crate::store::{ClaimedJob, Outcome};
 use crate::transaction::{RunLink, TransactionUse};
 
@@ -33,15 +37,18 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         job.id,
         job.kind = job.kind.as_str(),
         job.queue = job.queue.as_str(),
-        attempt = job.attempts
+        attempt = job.attempts,
+        outcome = tracing::field::Empty
     );
-    let lost = shared.running.insert(
-        job.id,
-        job.lease_token,
-        shared.lease_of(&job.kind),
-        Instant::now(),
-    );
-    let decision = match run(&shared, &job, lost).instrument(span).await {
+    let started = Instant::now();
+    let lost = shared
+        .running
+        .insert(job.id, job.lease_token, shared.lease_of(&job.kind), started);
+    let (outcome, next) = run(&shared, &job, lost).instrument(span).await;
+    shared
+        .metrics
+        .job_finished(&job.kind, &job.queue, outcome, started.elapsed());
+    let decision = match next {
         Next::Write(decision) => decision,
         Next::Nothing => {
             // Stopped at once (the lease brings the job back), or already completed by the
@@ -79,14 +86,22 @@ enum Next {
     Nothing,
 }
 
-/// Runs the job and decides what follows.
-async fn run(shared: &Arc<Shared>, job: &ClaimedJob, lease_lost: watch::Receiver<bool>) -> Next {
+/// Runs the job and decides what follows, with the outcome to count.
+async fn run(
+    shared: &Arc<Shared>,
+    job: &ClaimedJob,
+    lease_lost: watch::Receiver<bool>,
+) -> (OutcomeLabel, Next) {
     let Some(registration) = shared.registry.get(&job.kind).copied() else {
         // Claims ask only for registered kinds, so this is a bug; hand the job back untouched.
         tracing::error!("claimed a job of a kind this worker does not run; handing it back");
-        return Next::Write(Decision::Snooze {
-            delay: Duration::ZERO,
-        });
+        tracing::Span::current().record("outcome", OutcomeLabel::Interrupted.as_str());
+        return (
+            OutcomeLabel::Interrupted,
+            Next::Write(Decision::Snooze {
+                delay: Duration::ZERO,
+            }),
+        );
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
     let lease = shared.lease_of(registration.name);
@@ -132,37 +147,46 @@ async fn run(shared: &Arc<Shared>, job: &ClaimedJob, lease_lost: watch::Receiver
                 );
             }
             tracing::debug!("done, in the job's own transaction");
+            tracing::Span::current().record("outcome", OutcomeLabel::Done.as_str());
             shared.running.remove(job.id);
-            return Next::Nothing;
+            return (OutcomeLabel::Done, Next::Nothing);
         }
         (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed)) => {
             RunEnd::Finished(RunOutcome::Failed(JobError::permanent(DROPPED_OPEN)))
         }
         (_, end) => end,
     };
-    let decision = match end {
-        RunEnd::Finished(outcome) => decide(
-            outcome,
-            attempt,
-            &registration.options.retry,
-            rand::random::<f64>(),
-        ),
+    let (outcome, next) = match end {
+        RunEnd::Finished(outcome) => {
+            let decision = storable(decide(
+                outcome,
+                attempt,
+                &registration.options.retry,
+                rand::random::<f64>(),
+            ));
+            (OutcomeLabel::of(&decision), Next::Write(decision))
+        }
         RunEnd::Interrupted => {
             tracing::info!("interrupted by shutdown; handing the job back");
-            Decision::Snooze {
-                delay: Duration::ZERO,
-            }
+            (
+                OutcomeLabel::Interrupted,
+                Next::Write(Decision::Snooze {
+                    delay: Duration::ZERO,
+                }),
+            )
         }
         RunEnd::Abandoned => {
             tracing::warn!(
                 "abandoned by a stop at once; the job comes back when its lease expires"
             );
-            return Next::Nothing;
+            (OutcomeLabel::Abandoned, Next::Nothing)
         }
     };
-    let decision = storable(decision);
-    log_decision(&decision);
-    Next::Write(decision)
+    tracing::Span::current().record("outcome", outcome.as_str());
+    if let Next::Write(decision) = &next {
+        log_decision(decision);
+    }
+    (outcome, next)
 }
 
 /// The error of a run that returned `Ok` after dropping its transaction open.
@@ -264,6 +288,12 @@ fn log_decision(decision: &Decision) {
             error.message,
             ?delay,
             "attempt failed; will retry"
+        ),
+        // The decoder's message can quote the payload, which is not logged: it is kept with the
+        // job instead (`jobs dead show ID`).
+        Decision::Dead { error } if error.kind == "undecodable" => tracing::error!(
+            error.kind,
+            "job is dead: its payload does not decode into the kind's arguments"
         ),
         Decision::Dead { error } => {
             tracing::error!(error.kind, error.message, "job is dead")

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Shared;
+use crate::metrics;
 use crate::store::{self, RescuedJob};
 
 /// Renews the leases of every job this worker runs, in one statement per beat, until the worker
@@ -74,7 +75,14 @@ pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error
         let batch = store::rescue_expired(&shared.pool, shared.config.rescue_batch).await?;
         let full = batch.len() == shared.config.rescue_batch;
         for job in &batch {
-            tracing::warn!(job.id, job.kind, job.state, "lease expired; job rescued");
+            tracing::warn!(
+                job.id,
+                job.kind,
+                job.queue,
+                job.state,
+                "lease expired; job rescued"
+            );
+            metrics::rescued(&job.kind, &job.queue, &job.state);
         }
         all.extend(batch);
         if !full {

@@ -4,7 +4,7 @@
 //!
 //! Pieces, one concern each: [`producer`] (claim loop of one queue), [`executor`] (one run),
 //! [`completer`] (outcomes written in batches), [`maintenance`] (heartbeat and rescue),
-//! [`pruner`] (retention of finished jobs),
+//! [`pruner`] (retention of finished jobs), [`gauges`] (the health numbers as gauges),
 //! [`listener`] (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own
 //! lease), [`signal`] (SIGINT/SIGTERM for binaries), [`config`] (settings).
 //!
@@ -17,6 +17,7 @@ mod backoff;
 mod completer;
 pub mod config;
 mod executor;
+mod gauges;
 mod lease;
 mod listener;
 mod maintenance;
@@ -41,6 +42,7 @@ pub use config::{Completion, ConfigError, WorkerConfig};
 use producer::QueuePlan;
 use running::RunningJobs;
 
+use crate::metrics::WorkerMetrics;
 use crate::store::Outcome;
 use signal::Signals;
 pub use signal::{shutdown_signal, Signal, Stopped};
@@ -98,6 +100,8 @@ pub(crate) struct Shared {
     pub(crate) states: StateMap,
     pub(crate) config: WorkerConfig,
     pub(crate) running: RunningJobs,
+    /// The per-job metrics of the kinds and queues this worker runs.
+    pub(crate) metrics: WorkerMetrics,
     /// Where executors hand their outcomes, in batched completion.
     pub(crate) completer: Option<mpsc::UnboundedSender<Outcome>>,
     /// Set when shutdown begins: stop claiming; jobs can see it in their context.
@@ -322,12 +326,18 @@ impl Worker {
             }
             Completion::PerJob => (None, None),
         };
+        crate::metrics::describe();
+        let metrics = WorkerMetrics::new(
+            self.registry.iter().map(|registration| registration.name),
+            self.queues.keys().map(String::as_str),
+        );
         let shared = Arc::new(Shared {
             pool: self.pool,
             registry: self.registry,
             states: self.states,
             config: self.config,
             running: RunningJobs::default(),
+            metrics,
             completer,
             shutdown_requested: watch::Sender::new(false),
             interrupt: watch::Sender::new(false),
@@ -431,6 +441,7 @@ async fn supervise(
     let heartbeat = tokio::spawn(maintenance::heartbeat(Arc::clone(&shared)));
     let rescuer = tokio::spawn(maintenance::rescuer(Arc::clone(&shared)));
     let pruner = tokio::spawn(pruner::pruner(Arc::clone(&shared)));
+    let gauges = tokio::spawn(gauges::publisher(Arc::clone(&shared)));
     tracing::info!(kinds = ?kinds, "worker started");
 
     // Everything to abort on a stop at once; executors stop by themselves.
@@ -440,6 +451,7 @@ async fn supervise(
         heartbeat.abort_handle(),
         rescuer.abort_handle(),
         pruner.abort_handle(),
+        gauges.abort_handle(),
     ]);
     tasks.extend(completer.as_ref().map(JoinHandle::abort_handle));
 
@@ -486,6 +498,7 @@ async fn supervise(
         let _ = heartbeat.await;
         let _ = rescuer.await;
         let _ = pruner.await;
+        let _ = gauges.await;
     };
     let mut abandoned = shared.abandoned.clone();
     tokio::select! {

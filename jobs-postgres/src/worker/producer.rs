@@ -72,6 +72,9 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
                     let executors = &executors;
                     for job in jobs {
                         let Some(permit) = permits.pop() else { break };
+                        shared
+                            .metrics
+                            .job_picked_up(&job.kind, &job.queue, job.waited());
                         executors.spawn(execute(Arc::clone(&shared), job, permit));
                     }
                 }

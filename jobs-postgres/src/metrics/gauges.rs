@@ -1,0 +1,71 @@
+//! The health numbers as gauges: see [`Gauges`].
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use ::metrics::{gauge, Label};
+use sqlx::PgPool;
+
+use super::{
+    labels, DEAD, EXPIRED_LEASES, LONGEST_EXPIRED_LEASE_SECONDS, OLDEST_READY_AGE_SECONDS, READY,
+    RUNNING, SCHEDULED,
+};
+use crate::admin::{self, AdminError, Counts, Stats};
+
+/// Publishes the health numbers of [`admin::stats`] as gauges, one series per queue and kind.
+///
+/// Every worker runs one every [`WorkerConfig::gauges_interval`]; use one yourself in a process
+/// that runs no worker. It remembers what it published: a queue and kind that no longer has live
+/// jobs is set to 0 rather than left at its last value. Keep to one publisher per process (the
+/// gauges are the process's): another one does not know what this one published, and would
+/// leave those series at their last values.
+///
+/// [`WorkerConfig::gauges_interval`]: crate::WorkerConfig::gauges_interval
+#[derive(Debug, Default)]
+pub struct Gauges {
+    published: HashSet<(String, String)>,
+}
+
+impl Gauges {
+    /// A publisher that has published nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads the health numbers (one statement, see [`admin::stats`]) and publishes them.
+    pub async fn refresh(&mut self, pool: &PgPool) -> Result<Stats, AdminError> {
+        let stats = admin::stats(pool).await?;
+        self.publish(&stats);
+        Ok(stats)
+    }
+
+    /// Publishes `stats`, and 0 for every queue and kind published before that `stats` no longer
+    /// holds.
+    pub fn publish(&mut self, stats: &Stats) {
+        let mut published = HashSet::with_capacity(stats.kinds.len());
+        for kind in &stats.kinds {
+            set(&kind.queue, &kind.kind, &kind.counts);
+            published.insert((kind.queue.clone(), kind.kind.clone()));
+        }
+        for (queue, kind) in self.published.difference(&published) {
+            set(queue, kind, &Counts::default());
+        }
+        self.published = published;
+    }
+}
+
+/// Sets every gauge of one queue and kind.
+fn set(queue: &str, kind: &str, counts: &Counts) {
+    let labels = [
+        Label::new(labels::KIND, kind.to_owned()),
+        Label::new(labels::QUEUE, queue.to_owned()),
+    ];
+    let seconds = |age: Option<Duration>| age.map_or(0.0, |age| age.as_secs_f64());
+    gauge!(READY, labels.iter()).set(counts.ready as f64);
+    gauge!(SCHEDULED, labels.iter()).set(counts.scheduled as f64);
+    gauge!(RUNNING, labels.iter()).set(counts.running as f64);
+    gauge!(EXPIRED_LEASES, labels.iter()).set(counts.expired_leases as f64);
+    gauge!(DEAD, labels.iter()).set(counts.dead as f64);
+    gauge!(OLDEST_READY_AGE_SECONDS, labels.iter()).set(seconds(counts.oldest_ready_age));
+    gauge!(LONGEST_EXPIRED_LEASE_SECONDS, labels.iter()).set(seconds(counts.longest_expired_lease));
+}
