@@ -77,6 +77,36 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     Ok(total)
 }
 
+/// Writes a duration exactly, in the syntax [`parse_duration`] reads: `"1h30m"`, `"10s"`,
+/// `"1s500ms"`, `"0ms"`.
+///
+/// ```
+/// use std::time::Duration;
+/// use jobs_core::{format_duration, parse_duration};
+/// assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
+/// assert_eq!(parse_duration(&format_duration(Duration::from_millis(1500))), Ok(Duration::from_millis(1500)));
+/// ```
+pub fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let parts = [
+        (secs / 86_400, "d"),
+        (secs % 86_400 / 3_600, "h"),
+        (secs % 3_600 / 60, "m"),
+        (secs % 60, "s"),
+        (u64::from(duration.subsec_millis()), "ms"),
+    ];
+    let text: String = parts
+        .iter()
+        .filter(|(amount, _)| *amount > 0)
+        .map(|(amount, unit)| format!("{amount}{unit}"))
+        .collect();
+    if text.is_empty() {
+        String::from("0ms")
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use crate::context::JobContext;
 use crate::dedupe::DedupeScope;
 use crate::error::JobResult;
 use crate::retry::RetryPolicy;
+use crate::schedule::ScheduleOptions;
 use crate::state::{StateMap, StateRequirement};
 
 /// A boxed future that can move between threads.
@@ -47,6 +48,10 @@ pub struct JobOptions {
     pub dedupe: Option<&'static str>,
     /// How long a dedupe key holds.
     pub dedupe_scope: DedupeScope,
+    /// When the kind runs on its own, for kinds without data arguments.
+    pub schedule: Option<ScheduleOptions>,
+    /// Most jobs of this kind running at once across all workers; unlimited when `None`.
+    pub max_running: Option<u32>,
 }
 
 impl JobOptions {
@@ -54,7 +59,7 @@ impl JobOptions {
     pub const DEFAULT_QUEUE: &'static str = "default";
 
     /// The defaults: queue `"default"`, priority 0, the default retry policy, no timeout, no
-    /// dedupe.
+    /// dedupe, no schedule, no limit on running jobs.
     pub const DEFAULT: JobOptions = JobOptions {
         queue: Self::DEFAULT_QUEUE,
         priority: 0,
@@ -64,6 +69,8 @@ impl JobOptions {
         heartbeat: None,
         dedupe: None,
         dedupe_scope: DedupeScope::Retained,
+        schedule: None,
+        max_running: None,
     };
 }
 
@@ -109,6 +116,8 @@ pub struct JobRegistration {
     pub options: JobOptions,
     /// State types the handler needs.
     pub required_state: &'static [StateRequirement],
+    /// Whether the kind has data arguments (a schedule can only enqueue kinds without).
+    pub takes_arguments: bool,
     /// Decodes the payload and starts the handler.
     pub handler: Handler,
 }

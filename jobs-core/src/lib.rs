@@ -17,11 +17,12 @@ pub mod new_job;
 pub mod outcome;
 pub mod registry;
 pub mod retry;
+pub mod schedule;
 pub mod state;
 
 pub use context::{JobContext, JobId, LeaseControl, LeaseError};
 pub use dedupe::DedupeScope;
-pub use duration::{parse_duration, DurationError};
+pub use duration::{format_duration, parse_duration, DurationError};
 pub use error::{
     error_chain, BoxError, ClassifyError, Disposition, ErrorClass, ErrorClassifier, JobError,
     JobResult,
@@ -31,6 +32,9 @@ pub use new_job::{EncodeError, NewJob, RunAt};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
 pub use registry::{Registry, RegistryError};
 pub use retry::RetryPolicy;
+pub use schedule::{
+    check_cron, Cadence, MissedTicks, Schedule, ScheduleError, ScheduleOptions, TickPlan,
+};
 pub use state::{State, StateMap, StateRequirement};
 
 /// Items used by code that `#[job]` generates; not part of the public API.

@@ -126,6 +126,7 @@ mod tests {
 
     fn registration(name: &'static str, function: &'static str) -> JobRegistration {
         JobRegistration {
+            takes_arguments: false,
             name,
             function,
             options: JobOptions::DEFAULT,

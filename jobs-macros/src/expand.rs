@@ -47,6 +47,7 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
     let module_vis = &item.vis;
     let inner_vis = inner_visibility(&item.vis);
 
+    let takes_arguments = job.data_args().next().is_some();
     let field_idents: Vec<_> = job.data_args().map(|arg| &arg.ident).collect();
     let field_types: Vec<_> = job.data_args().map(|arg| &arg.ty).collect();
     // The enqueue functions' own parameters, next to the job's arguments: hygienic, so that a
@@ -184,6 +185,7 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
                 function: ::core::module_path!(),
                 options: <Job as #krate::JobKind>::OPTIONS,
                 required_state: &[#(#krate::__private::StateArg::<#state_types>::REQUIREMENT),*],
+                takes_arguments: #takes_arguments,
                 handler: handle,
             }
         }
@@ -295,6 +297,8 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
             heartbeat: #heartbeat,
             dedupe: #dedupe,
             dedupe_scope: #krate::DedupeScope::#scope,
+            schedule: ::core::option::Option::None,
+            max_running: ::core::option::Option::None,
         }
     }
 }
