@@ -70,6 +70,10 @@ pub enum Command {
         /// default, so more means no worker is rescuing).
         #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
         max_expired_lease_age: Duration,
+        /// How long each tick's run gets to succeed; a schedule with two ticks past this since
+        /// its last success is reported as missing runs.
+        #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
+        schedule_grace: Duration,
     },
 }
 

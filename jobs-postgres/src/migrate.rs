@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "processed_keys",
         sql: include_str!("../migrations/0003_processed_keys.sql"),
     },
+    Migration {
+        version: 4,
+        name: "schedules",
+        sql: include_str!("../migrations/0004_schedules.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

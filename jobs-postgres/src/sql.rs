@@ -143,8 +143,10 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
 /// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
 /// messages (NULL when there is no error to keep). Returns the ids whose lease still held: the
-/// others were taken by another worker or a rescue, and nothing was written for them.
+/// others were taken by another worker or a rescue, and nothing was written for them. A job of a
+/// schedule that is now done records the schedule's success.
 pub const RECORD_OUTCOMES: &str = "
+WITH recorded AS (
 UPDATE jobs_queue AS j
 SET state = o.state,
     run_at = CASE WHEN o.state = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
@@ -159,7 +161,42 @@ SET state = o.state,
 FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[])
      AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error)
 WHERE j.id = o.id AND j.lease_token = o.lease_token
-RETURNING j.id";
+RETURNING j.id, j.state, j.schedule
+), schedule_succeeded AS (
+    UPDATE jobs_schedules AS s SET last_success_at = now()
+    WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
+)
+SELECT id FROM recorded";
+
+/// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
+/// running jobs (see [`CLAIM_LIMITED_JOBS`]).
+pub const LOCK_LIMITED_KIND: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
+
+/// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, but no more than leave at most
+/// `$4` jobs of the kind running across all workers, each leased for `$5` seconds. Run after
+/// [`LOCK_LIMITED_KIND`] in the same transaction, so that the count of running jobs is taken
+/// after any other claim of the kind has committed. Returns what [`CLAIM_JOBS`] returns.
+pub const CLAIM_LIMITED_JOBS: &str = "
+WITH claimable AS (
+    SELECT id FROM jobs_queue
+    WHERE state = 'ready' AND kind = $1 AND queue = ANY($2) AND run_at <= now()
+    ORDER BY priority DESC, run_at, id
+    LIMIT greatest(0, least($3, $4 - (
+        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)))
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs_queue AS j
+SET state = 'running',
+    attempts = j.attempts + 1,
+    lease_token = gen_random_uuid(),
+    lease_expires_at = now() + make_interval(secs => $5),
+    attempted_at = now()
+FROM claimable
+WHERE j.id = claimable.id
+RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
+          j.dedupe_key, j.lease_token,
+          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs";
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
 /// three arrays pair up); returns the ids whose lease still holds.
@@ -174,13 +211,19 @@ RETURNING j.id";
 /// its id when the lease still held. The row stays locked until that transaction ends, so the
 /// completion commits or rolls back with the job's effects.
 pub const COMPLETE_IN_TRANSACTION: &str = "
-UPDATE jobs_queue
-SET state = 'done',
-    finished_at = now(),
-    lease_token = NULL,
-    lease_expires_at = NULL
-WHERE id = $1 AND lease_token = $2 AND state = 'running'
-RETURNING id";
+WITH completed AS (
+    UPDATE jobs_queue
+    SET state = 'done',
+        finished_at = now(),
+        lease_token = NULL,
+        lease_expires_at = NULL
+    WHERE id = $1 AND lease_token = $2 AND state = 'running'
+    RETURNING id, schedule
+), schedule_succeeded AS (
+    UPDATE jobs_schedules AS s SET last_success_at = now()
+    WHERE s.name IN (SELECT schedule FROM completed WHERE schedule IS NOT NULL)
+)
+SELECT id FROM completed";
 
 /// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
 /// up, recording the expiry as that attempt's error. A rescued job keeps its `run_at`, so it goes
@@ -288,9 +331,18 @@ WITH live AS (
 ), meta AS (
     SELECT EXISTS (SELECT FROM sample) AS estimated,
            (SELECT extract(epoch FROM now() - greatest(last_analyze, last_autoanalyze))::float8
-            FROM pg_stat_user_tables WHERE relid = 'jobs_queue'::regclass) AS analyzed_secs_ago
+            FROM pg_stat_user_tables WHERE relid = 'jobs_queue'::regclass) AS analyzed_secs_ago,
+           extract(epoch FROM now())::float8 AS now_epoch,
+           (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'name', name, 'kind', kind, 'queue', queue, 'description', description,
+                       'missed', missed,
+                       'created_at', extract(epoch FROM created_at)::float8,
+                       'last_tick_at', extract(epoch FROM last_tick_at)::float8,
+                       'last_success_at', extract(epoch FROM last_success_at)::float8)
+                   ORDER BY name), '[]'::jsonb)
+            FROM jobs_schedules) AS schedules
 )
-SELECT meta.estimated, meta.analyzed_secs_ago, grouped.*
+SELECT meta.estimated, meta.analyzed_secs_ago, meta.now_epoch, meta.schedules, grouped.*
 FROM meta LEFT JOIN grouped ON true
 ORDER BY grouped.queue, grouped.kind";
 
@@ -474,3 +526,49 @@ WITH retention_lock AS (
     RETURNING 1
 )
 SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";
+
+/// Registers schedule `$1` (kind `$2`, queue `$3`, description `$4`, missed-ticks policy `$5`),
+/// or updates its settings; a new schedule's first tick is the first after now. Ticks already
+/// dealt with are kept.
+pub const UPSERT_SCHEDULE: &str = "
+INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
+VALUES ($1, $2, $3, $4, $5, now())
+ON CONFLICT (name) DO UPDATE
+SET kind = EXCLUDED.kind, queue = EXCLUDED.queue, description = EXCLUDED.description,
+    missed = EXCLUDED.missed, updated_at = now()
+WHERE (jobs_schedules.kind, jobs_schedules.queue, jobs_schedules.description, jobs_schedules.missed)
+      IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.description, EXCLUDED.missed)";
+
+/// Locks schedule `$1` for a scheduling pass (waiting for a pass of another process to end) and
+/// returns the last tick dealt with and the database's clock.
+pub const LOCK_SCHEDULE: &str = "
+SELECT last_tick_at, now() AS now FROM jobs_schedules WHERE name = $1 FOR UPDATE";
+
+/// Enqueues the ticks `$6` (timestamps) of schedule `$1` as jobs of kind `$2` in queue `$3` with
+/// priority `$4` and max attempts `$5`, one per tick: each runs at its tick, with the dedupe key
+/// `<schedule>@<tick>` (retained), so a tick already enqueued is skipped. Announces the queue.
+/// Returns how many jobs were inserted.
+pub const INSERT_SCHEDULED_JOBS: &str = "
+WITH inserted AS (
+    INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key,
+                            dedupe_scope, schedule)
+    SELECT $2, $3, '{}'::jsonb, $4, $5, tick,
+           $1 || '@' || to_char(tick AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+           'retained', $1
+    FROM unnest($6::timestamptz[]) AS tick
+    ON CONFLICT DO NOTHING
+    RETURNING queue
+), notified AS (
+    SELECT pg_notify('jobs_queue', queue) FROM (SELECT DISTINCT queue FROM inserted) AS queues
+)
+SELECT count(*) AS inserted, (SELECT count(*) FROM notified) AS notified FROM inserted";
+
+/// Records that every tick of schedule `$1` up to `$2` was dealt with.
+pub const ADVANCE_SCHEDULE: &str = "
+UPDATE jobs_schedules SET last_tick_at = $2 WHERE name = $1 AND last_tick_at < $2";
+
+/// Every schedule with its bookkeeping and the database's clock, by name.
+pub const LIST_SCHEDULES: &str = "
+SELECT name, kind, queue, description, missed, created_at, last_tick_at, last_success_at,
+       now() AS now
+FROM jobs_schedules ORDER BY name";

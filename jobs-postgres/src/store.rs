@@ -3,7 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use jobs_core::{Decision, JobId};
+use chrono::{DateTime, Utc};
+use jobs_core::{Decision, JobId, MissedTicks, Schedule, TickPlan};
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
@@ -188,4 +189,112 @@ pub async fn rescue_expired(pool: &PgPool, limit: usize) -> Result<Vec<RescuedJo
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(pool)
         .await
+}
+
+/// Claims up to `limit` ready jobs of `kind` from `queues`, but no more than leave at most
+/// `max_running` of the kind running across all workers, each leased for `lease`. One
+/// transaction: the kind's advisory lock, then the claim.
+pub async fn claim_limited(
+    pool: &PgPool,
+    kind: &str,
+    queues: &[String],
+    limit: usize,
+    max_running: u32,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let mut transaction = pool.begin().await?;
+    sqlx::query(sql::LOCK_LIMITED_KIND)
+        .bind(kind)
+        .execute(&mut *transaction)
+        .await?;
+    let claimed = sqlx::query_as(sql::CLAIM_LIMITED_JOBS)
+        .bind(kind)
+        .bind(queues)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(i64::from(max_running))
+        .bind(lease.as_secs_f64())
+        .fetch_all(&mut *transaction)
+        .await?;
+    transaction.commit().await?;
+    Ok(claimed)
+}
+
+/// Registers a schedule, or updates its settings, keeping the ticks already dealt with.
+pub async fn upsert_schedule(
+    pool: &PgPool,
+    schedule: &Schedule,
+    queue: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::UPSERT_SCHEDULE)
+        .bind(schedule.name())
+        .bind(schedule.kind())
+        .bind(queue)
+        .bind(schedule.describe())
+        .bind(missed_policy(schedule.missed_ticks()))
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+/// How a missed-ticks policy is stored.
+pub fn missed_policy(missed: MissedTicks) -> String {
+    match missed {
+        MissedTicks::Latest => String::from("latest"),
+        MissedTicks::Skip => String::from("skip"),
+        MissedTicks::All { max } => format!("all:{max}"),
+    }
+}
+
+/// What a scheduling pass did for one schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulePass {
+    /// The ticks planned, as [`Schedule::plan`] saw them.
+    pub plan: TickPlan,
+    /// Jobs inserted (ticks already enqueued are skipped).
+    pub inserted: i64,
+    /// The database's clock when the pass began.
+    pub now: DateTime<Utc>,
+}
+
+/// One scheduling pass for `schedule`, in one transaction: locks its row (waiting for another
+/// process's pass), plans the ticks due since the last one dealt with, enqueues them as jobs of
+/// its kind and moves the last tick forward.
+pub async fn schedule_pass(
+    pool: &PgPool,
+    schedule: &Schedule,
+    queue: &str,
+    priority: i16,
+    max_attempts: u32,
+) -> Result<SchedulePass, sqlx::Error> {
+    let mut transaction = pool.begin().await?;
+    let (last_tick, now): (DateTime<Utc>, DateTime<Utc>) = sqlx::query_as(sql::LOCK_SCHEDULE)
+        .bind(schedule.name())
+        .fetch_one(&mut *transaction)
+        .await?;
+    let plan = schedule.plan(last_tick, now);
+    let mut inserted = 0;
+    if !plan.enqueue.is_empty() {
+        (inserted, _) = sqlx::query_as::<_, (i64, i64)>(sql::INSERT_SCHEDULED_JOBS)
+            .bind(schedule.name())
+            .bind(schedule.kind())
+            .bind(queue)
+            .bind(priority)
+            .bind(i32::try_from(max_attempts).unwrap_or(i32::MAX))
+            .bind(&plan.enqueue)
+            .fetch_one(&mut *transaction)
+            .await?;
+    }
+    if let Some(latest) = plan.advance_to {
+        sqlx::query(sql::ADVANCE_SCHEDULE)
+            .bind(schedule.name())
+            .bind(latest)
+            .execute(&mut *transaction)
+            .await?;
+    }
+    transaction.commit().await?;
+    Ok(SchedulePass {
+        plan,
+        inserted,
+        now,
+    })
 }

@@ -15,6 +15,7 @@ mod exactly_once;
 mod lease_control;
 mod outcomes;
 mod resilience;
+mod schedules;
 mod schema;
 mod shutdown;
 mod unwritable;

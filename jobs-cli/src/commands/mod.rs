@@ -74,11 +74,13 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             max_dead,
             max_ready_age,
             max_expired_lease_age,
+            schedule_grace,
         } => {
             let thresholds = jobs_postgres::admin::HealthThresholds {
                 max_dead,
                 max_ready_age,
                 max_expired_lease_age,
+                schedule_grace,
             };
             check::run(&pool, &thresholds).await
         }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use jobs_postgres::admin::{self, Counts, HumanDuration, Stats};
+use jobs_postgres::admin::{self, Counts, HumanDuration, ScheduleStats, Stats, MAX_COUNTED_TICKS};
 use jobs_postgres::PgPool;
 use serde_json::{json, Value};
 
@@ -21,6 +21,58 @@ pub async fn run(pool: &PgPool, json: bool) -> Result<Report, CliError> {
 }
 
 fn to_table(stats: &Stats) -> String {
+    let mut text = jobs_table(stats);
+    if !stats.schedules.is_empty() {
+        text.push('\n');
+        text.push_str(&schedules_table(&stats.schedules));
+    }
+    text
+}
+
+fn schedules_table(schedules: &[ScheduleStats]) -> String {
+    let mut table = Table::new(&[
+        ("SCHEDULE", Align::Left),
+        ("KIND", Align::Left),
+        ("WHEN", Align::Left),
+        ("MISSED", Align::Left),
+        ("LAST TICK", Align::Left),
+        ("LAST SUCCESS", Align::Left),
+        ("TICKS SINCE", Align::Right),
+    ]);
+    for schedule in schedules {
+        let last_tick = (schedule.checked_at - schedule.last_tick_at)
+            .to_std()
+            .map_or_else(
+                |_| "-".to_owned(),
+                |ago| format!("{} ago", HumanDuration(round(ago))),
+            );
+        table.row(vec![
+            schedule.name.clone(),
+            schedule.kind.clone(),
+            schedule.description.clone(),
+            schedule.missed.clone(),
+            last_tick,
+            schedule.last_success_ago().map_or_else(
+                || "never".to_owned(),
+                |ago| format!("{} ago", HumanDuration(round(ago))),
+            ),
+            ticks_since(schedule),
+        ]);
+    }
+    let mut text = table.render();
+    text.push_str("TICKS SINCE: ticks since the last success (or since registered, without one)\n");
+    text
+}
+
+fn ticks_since(schedule: &ScheduleStats) -> String {
+    match schedule.ticks_since_success(Duration::ZERO) {
+        Ok(ticks) if ticks >= MAX_COUNTED_TICKS => format!("{ticks}+"),
+        Ok(ticks) => ticks.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+fn jobs_table(stats: &Stats) -> String {
     if stats.kinds.is_empty() {
         return "no jobs\n".to_owned();
     }
@@ -91,8 +143,25 @@ fn to_json(stats: &Stats) -> Value {
             value
         })
         .collect();
+    let schedules: Vec<Value> = stats
+        .schedules
+        .iter()
+        .map(|schedule| {
+            json!({
+                "name": schedule.name,
+                "kind": schedule.kind,
+                "queue": schedule.queue,
+                "when": schedule.description,
+                "missed": schedule.missed,
+                "last_tick_at": schedule.last_tick_at.to_rfc3339(),
+                "last_success_at": schedule.last_success_at.map(|at| at.to_rfc3339()),
+                "ticks_since_success": schedule.ticks_since_success(Duration::ZERO).ok(),
+            })
+        })
+        .collect();
     json!({
         "kinds": kinds,
+        "schedules": schedules,
         "total": counts_json(&stats.total()),
         "estimated": stats.estimated,
         "analyzed_secs_ago": stats.analyzed_ago.map(|ago| ago.as_secs_f64()),

@@ -17,6 +17,10 @@ pub struct HealthThresholds {
     /// Longest a lease may stay expired without a rescue. Default 1 minute: rescue sweeps every
     /// 5 s by default, so an older expired lease means no worker is running the rescue.
     pub max_expired_lease_age: Duration,
+    /// How long a tick's run gets to succeed before the tick counts against its schedule.
+    /// Default 1 minute. A schedule is missing runs when two ticks have come due, each more
+    /// than this long ago, since its last success: two periods without one.
+    pub schedule_grace: Duration,
 }
 
 impl Default for HealthThresholds {
@@ -25,6 +29,7 @@ impl Default for HealthThresholds {
             max_dead: 0,
             max_ready_age: Duration::from_secs(5 * 60),
             max_expired_lease_age: Duration::from_secs(60),
+            schedule_grace: Duration::from_secs(60),
         }
     }
 }
@@ -70,15 +75,35 @@ pub enum Violation {
         /// The threshold.
         max: Duration,
     },
+    /// A schedule has had no successful run for two of its periods (each tick given
+    /// [`HealthThresholds::schedule_grace`]).
+    ScheduleMissing {
+        /// The schedule.
+        schedule: String,
+        /// The kind it enqueues.
+        kind: String,
+        /// When it ticks.
+        description: String,
+        /// Ticks since its last success (at most [`MAX_COUNTED_TICKS`](super::MAX_COUNTED_TICKS)).
+        ticks: usize,
+        /// How long ago it last succeeded; `None` if it never has since it was registered.
+        last_success: Option<Duration>,
+    },
 }
 
+/// Ticks since a schedule's last success, with their grace passed, from which it is reported as
+/// missing runs: two periods without a success.
+pub const MISSING_AFTER_TICKS: usize = 2;
+
 impl Violation {
-    /// A short, stable name of the threshold crossed: `dead`, `ready_age` or `expired_leases`.
+    /// A short, stable name of the threshold crossed: `dead`, `ready_age`, `expired_leases` or
+    /// `schedule_missing`.
     pub fn name(&self) -> &'static str {
         match self {
             Violation::Dead { .. } => "dead",
             Violation::ReadyTooOld { .. } => "ready_age",
             Violation::LeasesNotRescued { .. } => "expired_leases",
+            Violation::ScheduleMissing { .. } => "schedule_missing",
         }
     }
 }
@@ -122,6 +147,23 @@ impl fmt::Display for Violation {
                 HumanDuration(*longest),
                 HumanDuration(*max)
             ),
+            Violation::ScheduleMissing {
+                schedule,
+                kind,
+                description,
+                ticks,
+                last_success,
+            } => {
+                let last = match last_success {
+                    Some(ago) => format!("last success {} ago", HumanDuration(*ago)),
+                    None => String::from("no success since it was registered"),
+                };
+                write!(
+                    f,
+                    "schedule_missing: schedule {schedule} (kind {kind}, {description}) has missed {ticks} run{} in a row ({last}): are its jobs failing, or is no worker scheduling it?",
+                    plural(u64::try_from(*ticks).unwrap_or(u64::MAX))
+                )
+            }
         }
     }
 }
@@ -171,6 +213,21 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
                     max: thresholds.max_expired_lease_age,
                 });
             }
+        }
+    }
+    for schedule in &stats.schedules {
+        // A schedule this version cannot read (written by a newer one) is not judged.
+        let Ok(ticks) = schedule.ticks_since_success(thresholds.schedule_grace) else {
+            continue;
+        };
+        if ticks >= MISSING_AFTER_TICKS {
+            violations.push(Violation::ScheduleMissing {
+                schedule: schedule.name.clone(),
+                kind: schedule.kind.clone(),
+                description: schedule.description.clone(),
+                ticks,
+                last_success: schedule.last_success_ago(),
+            });
         }
     }
     violations

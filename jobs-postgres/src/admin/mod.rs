@@ -34,4 +34,4 @@ pub use error::AdminError;
 pub use health::{check, HealthThresholds, Violation};
 pub use human::HumanDuration;
 pub use retention::{Retention, RetentionConfig, RetentionReport};
-pub use stats::{stats, Counts, KindStats, Stats};
+pub use stats::{stats, Counts, KindStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};

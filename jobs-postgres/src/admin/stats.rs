@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use jobs_core::{Schedule, ScheduleError};
+use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::AdminError;
@@ -75,6 +78,70 @@ pub struct Stats {
     /// How long ago the table's statistics (on which the estimates rest) were gathered, when
     /// known.
     pub analyzed_ago: Option<Duration>,
+    /// Every schedule, by name.
+    pub schedules: Vec<ScheduleStats>,
+}
+
+/// Most ticks [`ScheduleStats::ticks_since_success`] counts.
+pub const MAX_COUNTED_TICKS: usize = 1_000;
+
+/// The bookkeeping of one schedule: when it last ticked and last succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleStats {
+    /// The schedule's name.
+    pub name: String,
+    /// The kind it enqueues.
+    pub kind: String,
+    /// The queue its jobs go to.
+    pub queue: String,
+    /// When it ticks: `cron <expression> in <time zone>` or `every <duration>`.
+    pub description: String,
+    /// What happens to missed ticks: `latest`, `skip` or `all:<max>`.
+    pub missed: String,
+    /// When a worker first registered it.
+    pub created_at: DateTime<Utc>,
+    /// The latest tick dealt with (enqueued, or skipped as missed).
+    pub last_tick_at: DateTime<Utc>,
+    /// When one of its jobs last completed; `None` if none has since it was registered.
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// The database's clock when these numbers were taken.
+    pub checked_at: DateTime<Utc>,
+}
+
+impl ScheduleStats {
+    /// The schedule, read back from its description.
+    pub fn schedule(&self) -> Result<Schedule, ScheduleError> {
+        Schedule::parse(&self.name, &self.kind, &self.description)
+    }
+
+    /// How many ticks came due after its last success (or, with none, after it was
+    /// registered) and have had `grace` to succeed, counting at most [`MAX_COUNTED_TICKS`]. Two
+    /// or more mean two periods went by without a success: runs failing, or not happening.
+    pub fn ticks_since_success(&self, grace: Duration) -> Result<usize, ScheduleError> {
+        let since = self.last_success_at.unwrap_or(self.created_at);
+        Ok(self
+            .schedule()?
+            .ticks_since(since, self.checked_at, grace, MAX_COUNTED_TICKS))
+    }
+
+    /// How long ago one of its jobs last completed, when one has.
+    pub fn last_success_ago(&self) -> Option<Duration> {
+        self.last_success_at
+            .and_then(|at| (self.checked_at - at).to_std().ok())
+    }
+}
+
+/// One schedule in the `schedules` column of [`sql::QUEUE_STATS`].
+#[derive(serde::Deserialize)]
+struct ScheduleRow {
+    name: String,
+    kind: String,
+    queue: String,
+    description: String,
+    missed: String,
+    created_at: f64,
+    last_tick_at: f64,
+    last_success_at: Option<f64>,
 }
 
 impl Stats {
@@ -105,6 +172,8 @@ impl Stats {
 struct StatsRow {
     estimated: bool,
     analyzed_secs_ago: Option<f64>,
+    now_epoch: f64,
+    schedules: Json<Vec<ScheduleRow>>,
     queue: Option<String>,
     kind: Option<String>,
     ready: Option<i64>,
@@ -126,9 +195,28 @@ struct StatsRow {
 pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
     let rows: Vec<StatsRow> = sqlx::query_as(sql::QUEUE_STATS).fetch_all(pool).await?;
     let mut stats = Stats::default();
-    for row in rows {
+    for (position, row) in rows.into_iter().enumerate() {
         stats.estimated = row.estimated;
         stats.analyzed_ago = row.analyzed_secs_ago.and_then(seconds);
+        if position == 0 {
+            let checked_at = instant(row.now_epoch);
+            stats.schedules = row
+                .schedules
+                .0
+                .into_iter()
+                .map(|schedule| ScheduleStats {
+                    name: schedule.name,
+                    kind: schedule.kind,
+                    queue: schedule.queue,
+                    description: schedule.description,
+                    missed: schedule.missed,
+                    created_at: instant(schedule.created_at),
+                    last_tick_at: instant(schedule.last_tick_at),
+                    last_success_at: schedule.last_success_at.map(instant),
+                    checked_at,
+                })
+                .collect();
+        }
         let (Some(queue), Some(kind)) = (row.queue, row.kind) else {
             continue;
         };
@@ -155,6 +243,14 @@ fn count(value: Option<i64>) -> u64 {
     value
         .and_then(|value| u64::try_from(value).ok())
         .unwrap_or(0)
+}
+
+/// A point in time from seconds since the Unix epoch.
+fn instant(epoch: f64) -> DateTime<Utc> {
+    // Microseconds, as PostgreSQL keeps them; far outside any timestamp's range otherwise.
+    #[allow(clippy::cast_possible_truncation)]
+    let micros = (epoch * 1_000_000.0).round() as i64;
+    DateTime::from_timestamp_micros(micros).unwrap_or_default()
 }
 
 /// A duration from seconds; clock skew between rows can make tiny ages negative: those are 0.

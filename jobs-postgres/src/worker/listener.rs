@@ -12,10 +12,10 @@ use crate::sql::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any
 /// reconnection every queue is woken, since notifications sent meanwhile are lost.
-pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Arc<Notify>>) {
+pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>>>) {
     let mut stop = shared.shutdown_requested.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
-    let wake_all = || wakers.values().for_each(|wake| wake.notify_one());
+    let wake_all = || wakers.values().flatten().for_each(|wake| wake.notify_one());
     loop {
         let connected = async {
             let mut listener = PgListener::connect_with(&shared.pool).await?;
@@ -46,7 +46,7 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Arc<Notify>>) {
             };
             match received {
                 Ok(Some(notification)) => {
-                    if let Some(wake) = wakers.get(notification.payload()) {
+                    for wake in wakers.get(notification.payload()).into_iter().flatten() {
                         wake.notify_one();
                     }
                 }

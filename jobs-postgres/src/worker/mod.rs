@@ -24,6 +24,7 @@ mod maintenance;
 mod producer;
 mod pruner;
 pub(crate) mod running;
+mod scheduler;
 mod signal;
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,14 +33,14 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobs_core::{JobRegistration, Registry, RegistryError, StateMap};
+use jobs_core::{JobRegistration, Registry, RegistryError, Schedule, StateMap};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::task::TaskTracker;
 
 pub use config::{Completion, ConfigError, WorkerConfig};
-use producer::QueuePlan;
+use producer::{Claim, QueuePlan};
 use running::RunningJobs;
 
 use crate::metrics::WorkerMetrics;
@@ -63,6 +64,33 @@ pub enum WorkerError {
     /// There is nothing to run.
     #[error("the worker has no job kinds to run: define jobs with #[job] or check `.kinds(..)`")]
     NoKinds,
+    /// A schedule cannot be used: its cron expression, time zone or interval is invalid.
+    #[error("schedule of job kind `{kind}`: {error}")]
+    Schedule {
+        /// The kind.
+        kind: String,
+        /// What is wrong.
+        error: jobs_core::ScheduleError,
+    },
+    /// A schedule names a kind this worker does not run.
+    #[error("schedule `{schedule}` enqueues job kind `{kind}`, which this worker does not run: register it with #[job] (and list it in `.kinds(..)` if you use that)")]
+    ScheduleOfUnknownKind {
+        /// The schedule.
+        schedule: String,
+        /// The kind it names.
+        kind: String,
+    },
+    /// A schedule names a kind that takes data arguments, which a schedule cannot give.
+    #[error("schedule `{schedule}` enqueues job kind `{kind}`, which takes data arguments: a schedule can only enqueue kinds without them")]
+    ScheduleOfKindWithArguments {
+        /// The schedule.
+        schedule: String,
+        /// The kind it names.
+        kind: String,
+    },
+    /// Two schedules share a name.
+    #[error("two schedules are named `{0}`: give one another name with `Schedule::named`")]
+    DuplicateSchedule(String),
     /// A kind's lease and heartbeat, its own or the worker's, cannot work together.
     #[error("job kind `{kind}`: its heartbeat ({heartbeat:?}) must be shorter than its lease ({lease:?}), or leases run out while its jobs run")]
     HeartbeatNotShorterThanLease {
@@ -123,6 +151,7 @@ pub struct WorkerBuilder {
     concurrency: BTreeMap<String, usize>,
     kinds: Option<Vec<String>>,
     registrations: Option<Vec<JobRegistration>>,
+    schedules: Vec<Schedule>,
 }
 
 impl WorkerBuilder {
@@ -171,8 +200,16 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a schedule from configuration, next to those `#[job(cron = ..)]` and
+    /// `#[job(every = ..)]` declare: its kind must be one this worker runs, without data
+    /// arguments. Every worker that has it schedules it; each tick becomes one job.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
     /// Checks everything a worker needs before it runs: unique kind names, state for every
-    /// kind, valid settings.
+    /// kind, valid settings and schedules.
     pub fn build(self) -> Result<Worker, WorkerError> {
         self.config.validate()?;
         let registry = match self.registrations {
@@ -209,6 +246,7 @@ impl WorkerBuilder {
                 }));
             }
         }
+        let schedules = schedules_of(&registry, self.schedules)?;
         let mut queues = self.concurrency.clone();
         for registration in registry.iter() {
             queues
@@ -221,8 +259,47 @@ impl WorkerBuilder {
             states: self.states,
             config: self.config,
             queues,
+            schedules,
         })
     }
+}
+
+/// The schedules `#[job]` declared for the registered kinds, then `extra` ones, checked.
+fn schedules_of(registry: &Registry, extra: Vec<Schedule>) -> Result<Vec<Schedule>, WorkerError> {
+    let mut schedules = Vec::new();
+    for registration in registry.iter() {
+        if let Some(options) = &registration.options.schedule {
+            let schedule = Schedule::from_options(registration.name, options).map_err(|error| {
+                WorkerError::Schedule {
+                    kind: registration.name.to_string(),
+                    error,
+                }
+            })?;
+            schedules.push(schedule);
+        }
+    }
+    for schedule in extra {
+        let Some(registration) = registry.get(schedule.kind()) else {
+            return Err(WorkerError::ScheduleOfUnknownKind {
+                schedule: schedule.name().to_string(),
+                kind: schedule.kind().to_string(),
+            });
+        };
+        if registration.takes_arguments {
+            return Err(WorkerError::ScheduleOfKindWithArguments {
+                schedule: schedule.name().to_string(),
+                kind: schedule.kind().to_string(),
+            });
+        }
+        schedules.push(schedule);
+    }
+    let mut names = std::collections::HashSet::new();
+    for schedule in &schedules {
+        if !names.insert(schedule.name()) {
+            return Err(WorkerError::DuplicateSchedule(schedule.name().to_string()));
+        }
+    }
+    Ok(schedules)
 }
 
 /// A worker ready to run; see [`Worker::builder`].
@@ -232,6 +309,7 @@ pub struct Worker {
     states: StateMap,
     config: WorkerConfig,
     queues: BTreeMap<String, usize>,
+    schedules: Vec<Schedule>,
 }
 
 impl Worker {
@@ -245,7 +323,14 @@ impl Worker {
             concurrency: BTreeMap::new(),
             kinds: None,
             registrations: None,
+            schedules: Vec::new(),
         }
+    }
+
+    /// The schedules this worker runs: those `#[job]` declared for its kinds, then those added
+    /// with [`WorkerBuilder::schedule`].
+    pub fn schedules(&self) -> &[Schedule] {
+        &self.schedules
     }
 
     /// The queues this worker runs, with their concurrency.
@@ -344,7 +429,13 @@ impl Worker {
             stopped: watch::Sender::new(false),
             abandoned,
         });
-        let supervisor = tokio::spawn(supervise(shared, self.queues, requested, outcomes));
+        let supervisor = tokio::spawn(supervise(
+            shared,
+            self.queues,
+            self.schedules,
+            requested,
+            outcomes,
+        ));
         WorkerHandle {
             request,
             stop_now,
@@ -398,6 +489,7 @@ fn log_supervisor_end(joined: Result<(), tokio::task::JoinError>) {
 async fn supervise(
     shared: Arc<Shared>,
     queues: BTreeMap<String, usize>,
+    schedules: Vec<Schedule>,
     mut requested: watch::Receiver<bool>,
     outcomes: Option<(mpsc::UnboundedReceiver<Outcome>, usize)>,
 ) {
@@ -410,29 +502,70 @@ async fn supervise(
             max_batch,
         ))
     });
-    let kinds: Vec<&'static str> = shared
+    // Kinds with a limit on their running jobs are claimed apart, one producer each, so that
+    // the lock their claims take never slows the claims of the other kinds.
+    let (limited, kinds): (Vec<&JobRegistration>, Vec<&JobRegistration>) = shared
         .registry
         .iter()
-        .map(|registration| registration.name)
-        .collect();
+        .partition(|registration| registration.options.max_running.is_some());
+    let kinds: Vec<&'static str> = kinds.iter().map(|registration| registration.name).collect();
     let leases: Vec<std::time::Duration> = kinds.iter().map(|kind| shared.lease_of(kind)).collect();
     let executors = TaskTracker::new();
-    let mut wakers: HashMap<String, Arc<Notify>> = HashMap::new();
-    let mut services = Vec::new();
-    for (queue, concurrency) in queues {
+    let mut wakers: HashMap<String, Vec<Arc<Notify>>> = HashMap::new();
+    let mut plans = Vec::new();
+    let queue_names: Vec<String> = queues.keys().cloned().collect();
+    if !kinds.is_empty() {
+        for (queue, concurrency) in queues {
+            let wake = Arc::new(Notify::new());
+            wakers
+                .entry(queue.clone())
+                .or_default()
+                .push(Arc::clone(&wake));
+            plans.push(QueuePlan {
+                name: queue.clone(),
+                claim: Claim::Queue {
+                    queue,
+                    kinds: kinds.clone(),
+                    leases: leases.clone(),
+                },
+                concurrency,
+                wake,
+            });
+        }
+    }
+    for registration in limited {
+        let max_running = registration.options.max_running.unwrap_or(1);
         let wake = Arc::new(Notify::new());
-        wakers.insert(queue.clone(), Arc::clone(&wake));
-        let plan = QueuePlan {
-            name: queue,
-            kinds: kinds.clone(),
-            leases: leases.clone(),
-            concurrency,
+        for queue in &queue_names {
+            wakers
+                .entry(queue.clone())
+                .or_default()
+                .push(Arc::clone(&wake));
+        }
+        plans.push(QueuePlan {
+            name: format!("{} (at most {max_running} running)", registration.name),
+            claim: Claim::Limited {
+                kind: registration.name,
+                queues: queue_names.clone(),
+                max_running,
+                lease: shared.lease_of(registration.name),
+            },
+            concurrency: usize::try_from(max_running).unwrap_or(usize::MAX),
             wake,
-        };
+        });
+    }
+    let mut services = Vec::new();
+    for plan in plans {
         services.push(tokio::spawn(producer::produce(
             Arc::clone(&shared),
             plan,
             executors.clone(),
+        )));
+    }
+    if !schedules.is_empty() {
+        services.push(tokio::spawn(scheduler::schedule(
+            Arc::clone(&shared),
+            schedules,
         )));
     }
     if shared.config.listen {

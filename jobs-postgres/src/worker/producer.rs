@@ -10,20 +10,63 @@ use tokio_util::task::TaskTracker;
 use super::backoff::ReconnectBackoff;
 use super::executor::execute;
 use super::Shared;
-use crate::store;
+use crate::store::{self, ClaimedJob};
 
-/// What a producer needs to know about its queue.
+/// What a producer needs to know about the jobs it claims.
 pub struct QueuePlan {
-    /// The queue's name.
+    /// What it claims: a queue's name, or a limited kind's.
     pub name: String,
-    /// Registered kinds routed to it.
-    pub kinds: Vec<&'static str>,
-    /// The lease of each kind, pairing with `kinds`.
-    pub leases: Vec<Duration>,
+    /// How it claims.
+    pub claim: Claim,
     /// Jobs run at once.
     pub concurrency: usize,
     /// Woken when work may have arrived.
     pub wake: Arc<Notify>,
+}
+
+/// How a producer claims.
+pub enum Claim {
+    /// Jobs of any of `kinds` from queue `queue`.
+    Queue {
+        /// The queue.
+        queue: String,
+        /// The kinds it claims: every kind the worker runs without a running limit.
+        kinds: Vec<&'static str>,
+        /// The lease of each kind, pairing with `kinds`.
+        leases: Vec<Duration>,
+    },
+    /// Jobs of one kind with a limit on its running jobs across all workers, from any of the
+    /// worker's queues.
+    Limited {
+        /// The kind.
+        kind: &'static str,
+        /// The worker's queues.
+        queues: Vec<String>,
+        /// Most jobs of the kind running at once across all workers.
+        max_running: u32,
+        /// The kind's lease.
+        lease: Duration,
+    },
+}
+
+impl Claim {
+    async fn claim(&self, shared: &Shared, wanted: usize) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+        match self {
+            Claim::Queue {
+                queue,
+                kinds,
+                leases,
+            } => store::claim(&shared.pool, queue, kinds, leases, wanted).await,
+            Claim::Limited {
+                kind,
+                queues,
+                max_running,
+                lease,
+            } => {
+                store::claim_limited(&shared.pool, kind, queues, wanted, *max_running, *lease).await
+            }
+        }
+    }
 }
 
 /// Claims and starts jobs of one queue until shutdown is requested; executors are spawned on
@@ -61,8 +104,7 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
             permits.push(permit);
         }
         let wanted = permits.len();
-        let claimed =
-            store::claim(&shared.pool, &plan.name, &plan.kinds, &plan.leases, wanted).await;
+        let claimed = plan.claim.claim(&shared, wanted).await;
         match claimed {
             Ok(jobs) => {
                 backoff.reset();
