@@ -104,3 +104,39 @@ async fn every_threshold_crossed_gets_its_line() {
         "{run:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_without_a_success_for_two_periods_fails_the_check() {
+    let db = Db::migrated().await;
+    // Both registered 10 minutes ago, ticking every minute; one succeeded 30 s ago, the other
+    // never did.
+    db.execute(
+        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at, last_success_at)
+         VALUES ('nightly_report', 'build_report', 'reports', 'every 1m', 'latest',
+                 now() - interval '10 minutes', now(), NULL),
+                ('heartbeat', 'ping', 'default', 'every 1m', 'latest',
+                 now() - interval '10 minutes', now(), now() - interval '30 seconds')",
+    )
+    .await;
+    let run = db.jobs(&["check"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{run:?}");
+    assert!(
+        lines[0].starts_with(
+            "schedule_missing: schedule nightly_report (kind build_report, every 1m) has missed "
+        ),
+        "{run:?}"
+    );
+    assert!(
+        lines[0].ends_with("runs in a row (no success since it was registered): are its jobs failing, or is no worker scheduling it?"),
+        "{run:?}"
+    );
+    let stats = db.jobs(&["stats"]).await.success();
+    assert!(stats.stdout.contains("SCHEDULE"), "{stats:?}");
+    assert!(stats.stdout.contains("nightly_report"), "{stats:?}");
+    // The grace is a flag: with an hour, the last ten ticks are still within it.
+    db.jobs(&["check", "--schedule-grace", "1h"])
+        .await
+        .success();
+}

@@ -22,13 +22,14 @@ pub const QUEUE: &str = "chaos";
 pub const APPLICATION_NAME: &str = "jobs-chaos-worker";
 
 /// The kinds the chaos worker runs.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     "chaos_job",
     "abort_process",
     "stale_then_fresh",
     "watches_its_lease",
     "long_job",
     "effect_once",
+    "chaos_tick",
 ];
 
 /// Creates the tables where chaos jobs record what they do: `runs`, one row per run (which job,
@@ -199,6 +200,13 @@ pub async fn effect_once(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) ->
     Ok(())
 }
 
+/// Records its run: the job of the every-tick schedule (`--schedule-every-ms`).
+#[job(queue = "chaos", max_attempts = 3)]
+pub async fn chaos_tick(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record_run(&pool, &ctx).await?;
+    Ok(())
+}
+
 /// The chaos worker's settings, passed on its command line as `--name=value` pairs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSettings {
@@ -222,13 +230,15 @@ pub struct WorkerSettings {
     pub pool_size: u32,
     /// How long a statement waits for a pooled connection (`--acquire-timeout-ms`).
     pub acquire_timeout: Duration,
+    /// When set, schedules `chaos_tick` at this interval (`--schedule-every-ms`, 0 for none).
+    pub schedule_every: Option<Duration>,
 }
 
 /// A command line the chaos worker cannot run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
     /// An argument is not `--name=value`, or the name is unknown.
-    #[error("unknown argument `{0}`: expected --name=value with a name from --database-url, --lease-ms, --heartbeat-ms, --rescue-ms, --poll-ms, --concurrency, --grace-ms, --reconnect-ms, --pool, --acquire-timeout-ms")]
+    #[error("unknown argument `{0}`: expected --name=value with a name from --database-url, --lease-ms, --heartbeat-ms, --rescue-ms, --poll-ms, --concurrency, --grace-ms, --reconnect-ms, --pool, --acquire-timeout-ms, --schedule-every-ms")]
     Unknown(String),
     /// A value is not a number.
     #[error("`{name}` needs a whole number, not `{value}`")]
@@ -258,6 +268,7 @@ impl WorkerSettings {
             max_reconnect_delay: Duration::from_secs(1),
             pool_size: 24,
             acquire_timeout: Duration::from_secs(5),
+            schedule_every: None,
         }
     }
 
@@ -289,6 +300,10 @@ impl WorkerSettings {
             format!("--reconnect-ms={}", ms(self.max_reconnect_delay)),
             format!("--pool={}", self.pool_size),
             format!("--acquire-timeout-ms={}", ms(self.acquire_timeout)),
+            format!(
+                "--schedule-every-ms={}",
+                self.schedule_every.map_or(0, |every| every.as_millis())
+            ),
         ]
     }
 
@@ -321,6 +336,9 @@ impl WorkerSettings {
                 "reconnect-ms" => settings.max_reconnect_delay = millis()?,
                 "pool" => settings.pool_size = u32::try_from(number()?).unwrap_or(u32::MAX),
                 "acquire-timeout-ms" => settings.acquire_timeout = millis()?,
+                "schedule-every-ms" => {
+                    settings.schedule_every = Some(millis()?).filter(|every| !every.is_zero())
+                }
                 _ => return Err(SettingsError::Unknown(arg)),
             }
         }
@@ -340,6 +358,7 @@ mod tests {
         let mut settings = WorkerSettings::fast("postgres://u@h:1/db");
         settings.grace = Duration::from_millis(1500);
         settings.concurrency = 3;
+        settings.schedule_every = Some(Duration::from_secs(1));
         assert_eq!(WorkerSettings::from_args(settings.to_args()), Ok(settings));
     }
 

@@ -11,7 +11,7 @@
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use jobs::Worker;
+use jobs::{Schedule, Worker};
 use jobs_chaos::{WorkerSettings, APPLICATION_NAME, KINDS, QUEUE};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::ConnectOptions;
@@ -63,13 +63,21 @@ async fn run(settings: WorkerSettings) -> i32 {
         .max_connections(settings.pool_size)
         .acquire_timeout(settings.acquire_timeout)
         .connect_lazy_with(options);
-    let worker = match Worker::builder(pool.clone())
+    let mut builder = Worker::builder(pool.clone())
         .kinds(KINDS)
         .state(pool)
         .queue(QUEUE, settings.concurrency)
-        .config(settings.worker_config())
-        .build()
-    {
+        .config(settings.worker_config());
+    if let Some(every) = settings.schedule_every {
+        match Schedule::every("chaos_tick", every) {
+            Ok(schedule) => builder = builder.schedule(schedule),
+            Err(error) => {
+                eprintln!("chaos-worker: bad --schedule-every-ms: {error}");
+                return 2;
+            }
+        }
+    }
+    let worker = match builder.build() {
         Ok(worker) => worker,
         Err(error) => {
             eprintln!("chaos-worker: {error}");

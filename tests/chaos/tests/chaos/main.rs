@@ -14,5 +14,6 @@ mod exhaustion;
 mod kill;
 mod outage;
 mod pause;
+mod schedule;
 mod shutdown;
 mod terminate;
