@@ -45,6 +45,12 @@ pub enum Command {
         #[command(subcommand)]
         command: DeadCommand,
     },
+    /// Schedules: remove one the code no longer declares (`jobs stats` lists them).
+    Schedule {
+        /// What to do with a schedule.
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
     /// Delete done and cancelled jobs that finished before a given age (dead jobs are kept).
     ///
     /// Workers do this by themselves (every minute, 7 days' retention by default); this runs it
@@ -74,6 +80,17 @@ pub enum Command {
         /// its last success is reported as missing runs.
         #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
         schedule_grace: Duration,
+    },
+}
+
+/// What to do with a schedule.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Forget a schedule, so that it is no longer listed or checked; its jobs stay. A worker
+    /// that still declares it registers it again.
+    Remove {
+        /// The schedule's name.
+        name: String,
     },
 }
 

@@ -572,3 +572,6 @@ pub const LIST_SCHEDULES: &str = "
 SELECT name, kind, queue, description, missed, created_at, last_tick_at, last_success_at,
        now() AS now
 FROM jobs_schedules ORDER BY name";
+
+/// Removes schedule `$1`; returns its name when it existed. Its jobs stay.
+pub const REMOVE_SCHEDULE: &str = "DELETE FROM jobs_schedules WHERE name = $1 RETURNING name";

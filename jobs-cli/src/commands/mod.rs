@@ -5,12 +5,13 @@ mod check;
 mod dead;
 mod migrate;
 mod prune;
+mod schedule;
 mod stats;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, DeadCommand};
+use crate::cli::{Cli, Command, DeadCommand, ScheduleCommand};
 use crate::connect::connect;
 use crate::error::CliError;
 
@@ -65,6 +66,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             DeadCommand::Show { id, json } => dead::show(&pool, id, json).await,
             DeadCommand::Replay { selection } => dead::replay(&pool, &selection).await,
             DeadCommand::Discard { selection } => dead::discard(&pool, &selection).await,
+        },
+        Command::Schedule { command } => match command {
+            ScheduleCommand::Remove { name } => schedule::remove(&pool, &name).await,
         },
         Command::Prune {
             older_than,

@@ -140,3 +140,19 @@ async fn a_schedule_without_a_success_for_two_periods_fails_the_check() {
         .await
         .success();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_schedule_is_no_longer_checked() {
+    let db = Db::migrated().await;
+    db.execute(
+        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at)
+         VALUES ('retired', 'old_report', 'default', 'every 1m', 'latest', now() - interval '1 hour', now())",
+    )
+    .await;
+    assert_eq!(db.jobs(&["check"]).await.code, 1);
+    let removed = db.jobs(&["schedule", "remove", "retired"]).await.success();
+    assert_eq!(removed.stdout, "removed schedule retired; its jobs stay\n");
+    db.jobs(&["check"]).await.success();
+    let again = db.jobs(&["schedule", "remove", "retired"]).await.success();
+    assert_eq!(again.stdout, "no schedule named retired: nothing removed\n");
+}

@@ -10,6 +10,7 @@
 //!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute).
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
+//! - [`remove_schedule`]: forgets a schedule the code no longer declares.
 //! - [`retention`]: deletes done and cancelled jobs past an age, a batch at a time, one process
 //!   at a time; every worker runs it (see [`WorkerConfig::retention`]). Dead jobs are never
 //!   deleted automatically.
@@ -23,6 +24,7 @@ mod error;
 mod health;
 mod human;
 pub mod retention;
+mod schedules;
 mod stats;
 
 pub use dead::{
@@ -34,4 +36,5 @@ pub use error::AdminError;
 pub use health::{check, HealthThresholds, Violation};
 pub use human::HumanDuration;
 pub use retention::{Retention, RetentionConfig, RetentionReport};
+pub use schedules::remove_schedule;
 pub use stats::{stats, Counts, KindStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};
