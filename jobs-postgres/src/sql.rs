@@ -112,13 +112,18 @@ JOIN unnest($1::text[], $2::text[]) AS wanted(kind, dedupe_key)
   ON j.kind = wanted.kind AND j.dedupe_key = wanted.dedupe_key
 WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 
-/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, by priority (higher first), then
-/// `run_at`, then id; each is leased for the seconds that `$4` gives its kind (`$4` pairs with
-/// `$2`). Returns each job with the seconds it had been due when claimed (`waited_secs`).
-pub const CLAIM_JOBS: &str = "
+/// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
+/// then `run_at`, then id, with `$where` narrowing the scan; each job is leased for the seconds
+/// that `$4` gives its kind (`$4` pairs with `$2`).
+macro_rules! claim_jobs {
+    ($where:literal) => {
+        concat!(
+            "
 WITH claimable AS (
     SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND queue = $1 AND kind = ANY($2) AND run_at <= now()
+    WHERE state = 'ready' AND queue = $1 AND kind = ANY($2) AND run_at <= now()",
+            $where,
+            "
     ORDER BY priority DESC, run_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -134,8 +139,27 @@ SET state = 'running',
 FROM claimable
 WHERE j.id = claimable.id
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token,
-          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs";
+          j.dedupe_key, j.lease_token, j.priority, j.run_at,
+          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
+        )
+    };
+}
+
+/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, from the front of the claim
+/// order: by priority (higher first), then `run_at`, then id; each is leased for the seconds
+/// that `$4` gives its kind (`$4` pairs with `$2`). Returns each job with its place in the order
+/// (`priority`, `run_at`, `id`) and the seconds it had been due when claimed (`waited_secs`).
+pub const CLAIM_JOBS: &str = claim_jobs!("");
+
+/// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$5` after the place `($6, $7)`
+/// (`run_at`, id) in the claim order: where the previous claim of this queue ended.
+///
+/// The scan starts at that place in the ready index instead of its front. The front is where
+/// the index entries of jobs claimed since the last vacuum pile up; while a long transaction
+/// elsewhere holds the xmin horizon back, they cannot even be marked dead, and a claim from the
+/// front would walk through all of them every time.
+pub const CLAIM_JOBS_AFTER: &str =
+    claim_jobs!("\n      AND priority = $5 AND (run_at, id) > ($6, $7)");
 
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
@@ -195,7 +219,7 @@ SET state = 'running',
 FROM claimable
 WHERE j.id = claimable.id
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token,
+          j.dedupe_key, j.lease_token, j.priority, j.run_at,
           extract(epoch FROM now() - j.run_at)::float8 AS waited_secs";
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the

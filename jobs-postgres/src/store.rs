@@ -29,15 +29,56 @@ pub struct ClaimedJob {
     pub dedupe_key: Option<String>,
     /// The token of this claim's lease.
     pub lease_token: Uuid,
+    /// Its priority.
+    pub priority: i16,
+    /// When it became due.
+    pub run_at: DateTime<Utc>,
     /// Seconds the job had been due (since its `run_at`) when claimed, by the database's clock:
     /// its pickup latency.
     pub waited_secs: f64,
 }
 
 impl ClaimedJob {
+    /// Its place in the claim order.
+    pub fn place(&self) -> ClaimPlace {
+        ClaimPlace {
+            priority: self.priority,
+            run_at: self.run_at,
+            id: self.id,
+        }
+    }
+
     /// How long the job had been due when claimed: its pickup latency.
     pub fn waited(&self) -> Duration {
         Duration::try_from_secs_f64(self.waited_secs.max(0.0)).unwrap_or_default()
+    }
+}
+
+/// A place in the order claims take ready jobs in: priority (higher first), then `run_at`, then
+/// id. Places compare in that order: the smaller is claimed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimPlace {
+    /// The job's priority.
+    pub priority: i16,
+    /// When it became due.
+    pub run_at: DateTime<Utc>,
+    /// Its id.
+    pub id: JobId,
+}
+
+impl Ord for ClaimPlace {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .priority
+            .cmp(&self.priority)
+            .then(self.run_at.cmp(&other.run_at))
+            .then(self.id.cmp(&other.id))
+    }
+}
+
+impl PartialOrd for ClaimPlace {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -51,22 +92,30 @@ pub enum Fenced {
 }
 
 /// Claims up to `limit` ready jobs of `kinds` from `queue`, each leased for the duration that
-/// `leases` gives its kind (`leases` pairs with `kinds`).
+/// `leases` gives its kind (`leases` pairs with `kinds`): from the front of the claim order, or,
+/// with `after`, only jobs of the same priority after that place.
 pub async fn claim(
     pool: &PgPool,
     queue: &str,
     kinds: &[&str],
     leases: &[Duration],
     limit: usize,
+    after: Option<ClaimPlace>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let lease_secs: Vec<f64> = leases.iter().map(Duration::as_secs_f64).collect();
-    sqlx::query_as(sql::CLAIM_JOBS)
+    let query = match after {
+        None => sqlx::query_as(sql::CLAIM_JOBS),
+        Some(_) => sqlx::query_as(sql::CLAIM_JOBS_AFTER),
+    };
+    let mut query = query
         .bind(queue)
         .bind(kinds)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(&lease_secs)
-        .fetch_all(pool)
-        .await
+        .bind(lease_secs);
+    if let Some(place) = after {
+        query = query.bind(place.priority).bind(place.run_at).bind(place.id);
+    }
+    query.fetch_all(pool).await
 }
 
 /// The outcome of one run, ready to be written.

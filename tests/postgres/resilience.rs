@@ -189,6 +189,7 @@ async fn a_kind_with_its_own_lease_is_claimed_for_that_long() {
         &["short_lease", "record_run"],
         &leases,
         10,
+        None,
     )
     .await
     .unwrap();

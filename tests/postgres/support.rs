@@ -31,6 +31,11 @@ impl Db {
         }
     }
 
+    /// The database's URL, for a connection of its own.
+    pub fn url(&self) -> String {
+        self._database.url().to_string()
+    }
+
     /// A second pool to the same database, as another process would have.
     pub async fn other_pool(&self, connections: u32) -> PgPool {
         self._database.pool(connections).await.expect("connect")

@@ -2,7 +2,7 @@
 //! slots in one statement, and hands each to an executor.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use super::backoff::ReconnectBackoff;
 use super::executor::execute;
 use super::Shared;
-use crate::store::{self, ClaimedJob};
+use crate::store::{self, ClaimPlace, ClaimedJob};
 
 /// What a producer needs to know about the jobs it claims.
 pub struct QueuePlan {
@@ -50,13 +50,20 @@ pub enum Claim {
 }
 
 impl Claim {
-    async fn claim(&self, shared: &Shared, wanted: usize) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    /// Claims up to `wanted` jobs, from the front of the claim order or `from` a place in it
+    /// (a limited kind's claims always start at the front).
+    async fn claim(
+        &self,
+        shared: &Shared,
+        wanted: usize,
+        from: Option<ClaimPlace>,
+    ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
         match self {
             Claim::Queue {
                 queue,
                 kinds,
                 leases,
-            } => store::claim(&shared.pool, queue, kinds, leases, wanted).await,
+            } => store::claim(&shared.pool, queue, kinds, leases, wanted, from).await,
             Claim::Limited {
                 kind,
                 queues,
@@ -69,6 +76,49 @@ impl Claim {
     }
 }
 
+/// Longest a producer claims from where its last claim ended before it looks at the front of
+/// the claim order again. Jobs that go before that place (a higher priority, a rescued job
+/// keeping its `run_at`) wait at most this long while a backlog lasts.
+const FRONT_CLAIM_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a producer's claims ended, so that the next claim can start there rather than at the
+/// front of the ready index, past the entries of every job claimed since the last vacuum.
+struct ClaimPosition {
+    /// Whether claims can start from a place (a limited kind's cannot).
+    resumable: bool,
+    /// The furthest place claimed so far.
+    last: Option<ClaimPlace>,
+    /// When a claim last started at the front.
+    front_claimed_at: Instant,
+}
+
+impl ClaimPosition {
+    fn new(resumable: bool) -> Self {
+        Self {
+            resumable,
+            last: None,
+            front_claimed_at: Instant::now(),
+        }
+    }
+
+    /// Where the next claim starts: after the last place, unless the front is due a look.
+    fn resume_point(&self) -> Option<ClaimPlace> {
+        if !self.resumable || self.front_claimed_at.elapsed() >= FRONT_CLAIM_EVERY {
+            return None;
+        }
+        self.last
+    }
+
+    /// Notes what a claim took, and whether it started at the front.
+    fn claimed(&mut self, jobs: &[ClaimedJob], from_front: bool) {
+        if from_front {
+            self.front_claimed_at = Instant::now();
+        }
+        let furthest = jobs.iter().map(ClaimedJob::place).max();
+        self.last = self.last.max(furthest);
+    }
+}
+
 /// Claims and starts jobs of one queue until shutdown is requested; executors are spawned on
 /// `executors` so the worker can wait for them.
 pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracker) {
@@ -78,6 +128,7 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
     let half = u32::try_from((plan.concurrency / 2).max(1)).unwrap_or(u32::MAX);
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
+    let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
     loop {
         let first = tokio::select! {
             permit = Arc::clone(&slots).acquire_owned() => match permit {
@@ -104,14 +155,16 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
             permits.push(permit);
         }
         let wanted = permits.len();
-        let claimed = plan.claim.claim(&shared, wanted).await;
-        match claimed {
-            Ok(jobs) => {
-                backoff.reset();
-                let drained = jobs.len() < wanted;
-                busy = !drained;
-                {
-                    let executors = &executors;
+        let mut claimed = 0;
+        let mut failure = None;
+        // From where the last claim ended, when that is known and the front was looked at
+        // recently; then from the front for whatever is still wanted.
+        let mut from = position.resume_point();
+        loop {
+            match plan.claim.claim(&shared, wanted - claimed, from).await {
+                Ok(jobs) => {
+                    claimed += jobs.len();
+                    position.claimed(&jobs, from.is_none());
                     for job in jobs {
                         let Some(permit) = permits.pop() else { break };
                         shared
@@ -120,24 +173,35 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
                         executors.spawn(execute(Arc::clone(&shared), job, permit));
                     }
                 }
-                drop(permits);
-                if drained {
-                    tokio::select! {
-                        () = plan.wake.notified() => {}
-                        () = tokio::time::sleep(shared.config.poll_interval) => {}
-                        _ = stop.wait_for(|stop| *stop) => return,
-                    }
+                Err(error) => {
+                    failure = Some(error);
+                    break;
                 }
             }
-            Err(error) => {
-                busy = false;
-                drop(permits);
-                let delay = backoff.next_delay();
-                tracing::warn!(queue = plan.name, %error, ?delay, "claiming failed; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    _ = stop.wait_for(|stop| *stop) => return,
-                }
+            if claimed == wanted || from.is_none() {
+                break;
+            }
+            from = None;
+        }
+        drop(permits);
+        if let Some(error) = failure {
+            busy = false;
+            let delay = backoff.next_delay();
+            tracing::warn!(queue = plan.name, %error, ?delay, "claiming failed; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+            }
+            continue;
+        }
+        backoff.reset();
+        let drained = claimed < wanted;
+        busy = !drained;
+        if drained {
+            tokio::select! {
+                () = plan.wake.notified() => {}
+                () = tokio::time::sleep(shared.config.poll_interval) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
             }
         }
     }
