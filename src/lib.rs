@@ -39,6 +39,12 @@
 //! | `jitter` | fraction of each delay jitter may remove, 0.0 to 1.0 | 0.5 |
 //! | `dedupe` | key template such as `"receipt:<order_id>"`, placeholders naming arguments | none |
 //! | `dedupe_scope` | `"retained"` (while the row exists) or `"active"` (while pending) | `"retained"` |
+//! | `cron` | run on a schedule: a cron expression, 5 fields or 6 with seconds first, e.g. `"0 3 * * *"`; no data arguments | none |
+//! | `timezone` | IANA time zone of `cron`, e.g. `"Europe/Paris"` | `"UTC"` |
+//! | `every` | run on a schedule: a fixed interval of at least `"1s"`, e.g. `"10m"`; no data arguments; not with `cron` | none |
+//! | `missed` | ticks missed while no scheduler ran: `"latest"` (run once), `"all"` or `"skip"` | `"latest"` |
+//! | `max_missed` | with `missed = "all"`, most missed ticks run after one gap (≥ 1) | 10 |
+//! | `max_running` | most jobs of this kind running at once across all workers (≥ 1) | unlimited |
 //! | `crate` | path to this crate when it is renamed and cannot be found | found from Cargo.toml |
 //!
 //! The macro generates, next to the function, a module of the same name with `Args` (the

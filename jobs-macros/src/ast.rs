@@ -3,7 +3,7 @@
 
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
-use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Type};
+use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PatType, PathArguments, Type};
 
 use crate::errors::Errors;
 use crate::resolve::type_in_module;
@@ -24,6 +24,8 @@ pub struct DataArg {
     pub ident: Ident,
     /// The type as written in the generated module (see [`crate::resolve`]), with its spans.
     pub ty: Type,
+    /// The argument as the user wrote it, such as `order_id: i64`, for errors about it.
+    pub declared: PatType,
 }
 
 /// The job function, read.
@@ -79,7 +81,7 @@ impl JobFn {
                 ),
                 FnArg::Typed(typed) => match &*typed.pat {
                     Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
-                        let param = classify(pat.ident.clone(), (*typed.ty).clone());
+                        let param = classify(pat.ident.clone(), typed);
                         if let Param::Data(arg) = &param {
                             check_data_type(&arg.ty, errors);
                         }
@@ -154,16 +156,18 @@ fn borrows(tokens: TokenStream) -> bool {
 }
 
 /// Sorts a parameter by its type; the types kept are as written in the generated module.
-fn classify(ident: Ident, ty: Type) -> Param {
-    if last_segment_is(&ty, "JobContext") {
+fn classify(ident: Ident, declared: &PatType) -> Param {
+    let ty = &*declared.ty;
+    if last_segment_is(ty, "JobContext") {
         return Param::Context;
     }
-    if let Some(inner) = state_inner(&ty) {
+    if let Some(inner) = state_inner(ty) {
         return Param::State(type_in_module(&inner));
     }
     Param::Data(DataArg {
         ident,
-        ty: type_in_module(&ty),
+        ty: type_in_module(ty),
+        declared: declared.clone(),
     })
 }
 

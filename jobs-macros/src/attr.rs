@@ -5,9 +5,12 @@ use std::time::Duration;
 use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Meta, Token, UnOp};
+use syn::{Expr, ExprLit, ExprUnary, Ident, Lit, LitStr, Meta, Token, UnOp};
 
-use jobs_core::{parse_duration, DedupeScope, DurationError};
+use jobs_core::schedule::MIN_INTERVAL;
+use jobs_core::{
+    check_cron, format_duration, parse_duration, DedupeScope, DurationError, MissedTicks,
+};
 
 use crate::errors::Errors;
 
@@ -25,6 +28,12 @@ pub const KEYS: &[&str] = &[
     "jitter",
     "dedupe",
     "dedupe_scope",
+    "cron",
+    "timezone",
+    "every",
+    "missed",
+    "max_missed",
+    "max_running",
     "crate",
 ];
 
@@ -50,7 +59,18 @@ pub struct JobAttr {
     pub jitter: Option<Setting<f64>>,
     pub dedupe: Option<LitStr>,
     pub dedupe_scope: Option<Setting<DedupeScope>>,
+    /// A cron expression, checked on its own (its time zone cannot make it invalid).
+    pub cron: Option<Setting<String>>,
+    /// An IANA time zone name, checked on its own.
+    pub timezone: Option<Setting<String>>,
+    pub every: Option<Setting<Duration>>,
+    /// The missed-ticks policy; `All` holds the default bound, `max_missed` is kept apart.
+    pub missed: Option<Setting<MissedTicks>>,
+    pub max_missed: Option<Setting<u32>>,
+    pub max_running: Option<Setting<u32>>,
     pub krate: Option<Setting<syn::Path>>,
+    /// The keys as written, in order, for errors about a key rather than its value.
+    pub keys: Vec<Ident>,
 }
 
 impl JobAttr {
@@ -98,6 +118,9 @@ impl JobAttr {
                 continue;
             }
             seen.push(key.clone());
+            if let Some(ident) = path.get_ident() {
+                attr.keys.push(ident.clone());
+            }
             attr.set(&key, &value, errors);
         }
         attr
@@ -117,9 +140,25 @@ impl JobAttr {
             "jitter" => self.jitter = jitter(value, errors),
             "dedupe" => self.dedupe = string_literal(key, value, errors),
             "dedupe_scope" => self.dedupe_scope = dedupe_scope(value, errors),
+            "cron" => self.cron = cron(value, errors),
+            "timezone" => self.timezone = timezone(value, errors),
+            "every" => self.every = interval(value, errors),
+            "missed" => self.missed = missed(value, errors),
+            "max_missed" => self.max_missed = at_least_one(key, value, errors),
+            "max_running" => self.max_running = at_least_one(key, value, errors),
             "crate" => self.krate = crate_path(value, errors),
             _ => unreachable!("keys are checked against KEYS"),
         }
+    }
+
+    /// The key as written, when it was.
+    pub fn key(&self, name: &str) -> Option<&Ident> {
+        self.keys.iter().find(|key| *key == name)
+    }
+
+    /// Whether the key was written (even with a value refused).
+    pub fn has(&self, name: &str) -> bool {
+        self.key(name).is_some()
     }
 }
 
@@ -261,6 +300,35 @@ fn priority(value: &Expr, errors: &mut Errors) -> Option<Setting<i16>> {
 }
 
 fn duration(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<Duration>> {
+    let setting = any_duration(key, value, errors)?;
+    if setting.value.is_zero() {
+        errors.push(syn::Error::new(
+            setting.span,
+            format!("`{key}` must be longer than zero"),
+        ));
+        return None;
+    }
+    Some(setting)
+}
+
+/// The interval of an `every` schedule: a duration of at least [`MIN_INTERVAL`].
+fn interval(value: &Expr, errors: &mut Errors) -> Option<Setting<Duration>> {
+    let setting = any_duration("every", value, errors)?;
+    if setting.value < MIN_INTERVAL {
+        errors.push(syn::Error::new(
+            setting.span,
+            format!(
+                "`every` must be at least {}: schedules tick at most once a second",
+                format_duration(MIN_INTERVAL)
+            ),
+        ));
+        return None;
+    }
+    Some(setting)
+}
+
+/// A duration string, zero included.
+fn any_duration(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<Duration>> {
     let Expr::Lit(ExprLit {
         lit: Lit::Str(literal),
         ..
@@ -273,10 +341,6 @@ fn duration(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<Dura
         return None;
     };
     match parse_duration(&literal.value()) {
-        Ok(duration) if duration.is_zero() => {
-            errors.error(literal, format!("`{key}` must be longer than zero"));
-            None
-        }
         Ok(duration) => Some(Setting {
             value: duration,
             span: literal.span(),
@@ -369,6 +433,166 @@ fn crate_path(value: &Expr, errors: &mut Errors) -> Option<Setting<syn::Path>> {
                 "expected a path for `crate`, like `crate = \"jobs\"`",
             );
             None
+        }
+    }
+}
+
+/// An expression accepted by the cron parser. Its time zone is checked apart: a zone cannot make
+/// an expression invalid, so the expression is checked in UTC.
+fn cron(value: &Expr, errors: &mut Errors) -> Option<Setting<String>> {
+    let literal = string_literal("cron", value, errors)?;
+    let expression = literal.value();
+    match check_cron(&expression, "UTC") {
+        Ok(()) => Some(Setting {
+            value: expression,
+            span: literal.span(),
+        }),
+        Err(jobs_core::ScheduleError::InvalidCron { reason, .. }) => {
+            errors.error(
+                &literal,
+                format!(
+                    "invalid cron expression for `cron`: {}; expected five fields (minute hour day-of-month month day-of-week), or six with seconds first, like \"0 3 * * *\"",
+                    reason.trim_end_matches('.')
+                ),
+            );
+            None
+        }
+        Err(error) => {
+            errors.error(&literal, format!("invalid `cron`: {error}"));
+            None
+        }
+    }
+}
+
+/// An IANA time zone name, checked with an expression that is always valid.
+fn timezone(value: &Expr, errors: &mut Errors) -> Option<Setting<String>> {
+    const ANY_VALID_EXPRESSION: &str = "0 0 * * *";
+    let literal = string_literal("timezone", value, errors)?;
+    let zone = literal.value();
+    match check_cron(ANY_VALID_EXPRESSION, &zone) {
+        Ok(()) => Some(Setting {
+            value: zone,
+            span: literal.span(),
+        }),
+        Err(_) => {
+            errors.error(
+                &literal,
+                format!("unknown time zone `{zone}` for `timezone`: expected an IANA name such as \"UTC\" or \"Europe/Paris\""),
+            );
+            None
+        }
+    }
+}
+
+fn missed(value: &Expr, errors: &mut Errors) -> Option<Setting<MissedTicks>> {
+    let literal = string_literal("missed", value, errors)?;
+    match MissedTicks::parse(&literal.value(), MissedTicks::DEFAULT_MAX) {
+        Ok(policy) => Some(Setting {
+            value: policy,
+            span: literal.span(),
+        }),
+        Err(_) => {
+            errors.error(
+                &literal,
+                "expected `\"latest\"`, `\"all\"` or `\"skip\"` for `missed`: run the latest missed tick once, every missed tick (up to `max_missed`), or none",
+            );
+            None
+        }
+    }
+}
+
+/// A count of at least one: `max_missed` or `max_running`.
+fn at_least_one(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<u32>> {
+    let (number, span) = integer(key, value, errors)?;
+    if number < 1 {
+        let meaning = match key {
+            "max_missed" => {
+                "it is the most missed ticks run after one gap; for none, write `missed = \"skip\"`"
+            }
+            _ => "it is the most jobs of this kind running at once across all workers",
+        };
+        errors.error(value, format!("`{key}` must be at least 1: {meaning}"));
+        return None;
+    }
+    match u32::try_from(number) {
+        Ok(number) => Some(Setting {
+            value: number,
+            span,
+        }),
+        Err(_) => {
+            errors.error(value, format!("`{key}` must fit in a u32"));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses an attribute's arguments; the messages of any errors, joined.
+    fn parse(tokens: &str) -> (JobAttr, String) {
+        let mut errors = Errors::default();
+        let attr = JobAttr::parse(tokens.parse().unwrap(), &mut errors);
+        (attr, errors.into_compile_errors().to_string())
+    }
+
+    #[test]
+    fn misspelt_keys_suggest_the_new_ones() {
+        assert_eq!(closest_key("cronn"), Some("cron"));
+        assert_eq!(closest_key("time_zone"), Some("timezone"));
+        assert_eq!(closest_key("evry"), Some("every"));
+        assert_eq!(closest_key("max_runing"), Some("max_running"));
+        assert_eq!(closest_key("max_misses"), Some("max_missed"));
+    }
+
+    #[test]
+    fn schedule_keys_parse() {
+        let (attr, errors) = parse(
+            r#"cron = "0 3 * * *", timezone = "Europe/Paris", missed = "all", max_missed = 3, max_running = 2"#,
+        );
+        assert_eq!(errors, "");
+        assert_eq!(attr.cron.unwrap().value, "0 3 * * *");
+        assert_eq!(attr.timezone.unwrap().value, "Europe/Paris");
+        assert_eq!(
+            attr.missed.unwrap().value,
+            MissedTicks::All {
+                max: MissedTicks::DEFAULT_MAX
+            }
+        );
+        assert_eq!(attr.max_missed.unwrap().value, 3);
+        assert_eq!(attr.max_running.unwrap().value, 2);
+        let (attr, errors) = parse(r#"every = "1m30s", missed = "skip""#);
+        assert_eq!(errors, "");
+        assert_eq!(attr.every.unwrap().value, Duration::from_secs(90));
+        assert_eq!(attr.missed.unwrap().value, MissedTicks::Skip);
+    }
+
+    #[test]
+    fn schedule_values_are_checked_on_their_own() {
+        let (attr, errors) = parse(r#"cron = "61 * * * *", timezone = "Mars/Olympus""#);
+        assert!(attr.cron.is_none() && attr.timezone.is_none());
+        assert!(
+            errors.contains("invalid cron expression for `cron`"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("unknown time zone `Mars/Olympus`"),
+            "{errors}"
+        );
+        assert_eq!(attr.keys.len(), 2);
+        let (_, errors) = parse(r#"every = "500ms""#);
+        assert!(errors.contains("`every` must be at least 1s"), "{errors}");
+        let (_, errors) = parse(r#"every = "0s""#);
+        assert!(errors.contains("`every` must be at least 1s"), "{errors}");
+        let (_, errors) = parse(r#"missed = "some""#);
+        assert!(errors.contains("for `missed`"), "{errors}");
+        for key in ["max_missed", "max_running"] {
+            let (_, errors) = parse(&format!("{key} = 0"));
+            assert!(
+                errors.contains(&format!("`{key}` must be at least 1")),
+                "{errors}"
+            );
         }
     }
 }

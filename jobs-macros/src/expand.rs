@@ -8,7 +8,7 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{Ident, Path, ReturnType, Visibility};
 
-use jobs_core::{DedupeScope, RetryPolicy};
+use jobs_core::{DedupeScope, MissedTicks, RetryPolicy};
 
 use crate::ast::{JobFn, Param};
 use crate::attr::JobAttr;
@@ -278,6 +278,14 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         Some(template) => quote!(::core::option::Option::Some(#template)),
         None => quote!(::core::option::Option::None),
     };
+    let schedule = schedule_tokens(attr, krate);
+    let max_running = match &attr.max_running {
+        Some(max) => {
+            let max = max.value;
+            quote!(::core::option::Option::Some(#max))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let scope = match attr.dedupe_scope.as_ref().map(|scope| scope.value) {
         Some(DedupeScope::Active) => format_ident!("Active"),
         _ => format_ident!("Retained"),
@@ -297,9 +305,45 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
             heartbeat: #heartbeat,
             dedupe: #dedupe,
             dedupe_scope: #krate::DedupeScope::#scope,
-            schedule: ::core::option::Option::None,
-            max_running: ::core::option::Option::None,
+            schedule: #schedule,
+            max_running: #max_running,
         }
+    }
+}
+
+/// `Some(ScheduleOptions { .. })` for a kind with `cron` or `every`, else `None`.
+fn schedule_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
+    let cadence = if let Some(cron) = &attr.cron {
+        let expression = &cron.value;
+        let timezone = attr
+            .timezone
+            .as_ref()
+            .map_or("UTC", |timezone| timezone.value.as_str());
+        quote! {
+            #krate::Cadence::Cron {
+                expression: #expression,
+                timezone: #timezone,
+            }
+        }
+    } else if let Some(every) = &attr.every {
+        let interval = duration_tokens(every.value);
+        quote!(#krate::Cadence::Every(#interval))
+    } else {
+        return quote!(::core::option::Option::None);
+    };
+    let missed = match attr.missed.as_ref().map(|missed| missed.value) {
+        Some(MissedTicks::All { max }) => {
+            let max = attr.max_missed.as_ref().map_or(max, |bound| bound.value);
+            quote!(#krate::MissedTicks::All { max: #max })
+        }
+        Some(MissedTicks::Skip) => quote!(#krate::MissedTicks::Skip),
+        Some(MissedTicks::Latest) | None => quote!(#krate::MissedTicks::Latest),
+    };
+    quote! {
+        ::core::option::Option::Some(#krate::ScheduleOptions {
+            cadence: #cadence,
+            missed: #missed,
+        })
     }
 }
 

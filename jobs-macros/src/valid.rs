@@ -1,7 +1,10 @@
 //! Rules that involve more than one key, or the attribute and the function: dedupe placeholders
-//! must name data arguments, and the backoff cap must not be below its base.
+//! must name data arguments, the backoff cap must not be below its base, the heartbeat must be
+//! shorter than the lease, and a schedule is one cadence, with settings that need it, on a
+//! function without data arguments.
 
 use jobs_core::dedupe::{parse_template, TemplatePart};
+use jobs_core::MissedTicks;
 use syn::ext::IdentExt;
 
 use crate::ast::JobFn;
@@ -13,6 +16,8 @@ pub fn check(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
     check_dedupe(attr, job, errors);
     check_backoff(attr, errors);
     check_heartbeat(attr, errors);
+    check_schedule_keys(attr, errors);
+    check_scheduled_arguments(attr, job, errors);
 }
 
 /// Checks the dedupe template against the function's data arguments.
@@ -82,5 +87,76 @@ fn check_heartbeat(attr: &JobAttr, errors: &mut Errors) {
                 heartbeat.value, lease.value
             ),
         ));
+    }
+}
+
+/// Checks that a schedule is one cadence, and that the keys which refine a schedule have one.
+/// Keys count as written even when their value was refused, so that one mistake is one error.
+fn check_schedule_keys(attr: &JobAttr, errors: &mut Errors) {
+    if let (Some(cron), Some(every)) = (attr.key("cron"), attr.key("every")) {
+        let (first, second) = if attr.keys.iter().position(|key| key == "cron")
+            < attr.keys.iter().position(|key| key == "every")
+        {
+            (cron, every)
+        } else {
+            (every, cron)
+        };
+        errors.error(
+            second,
+            format!("`{second}` and `{first}` cannot both be set: a schedule is one or the other"),
+        );
+    }
+    if let Some(timezone) = attr.key("timezone") {
+        if !attr.has("cron") {
+            errors.error(
+                timezone,
+                "`timezone` is the time zone of a `cron` schedule, and this #[job] has no `cron`",
+            );
+        }
+    }
+    let scheduled = attr.has("cron") || attr.has("every");
+    if let Some(missed) = attr.key("missed") {
+        if !scheduled {
+            errors.error(
+                missed,
+                "`missed` applies to scheduled jobs: set `cron` or `every` too, or remove it",
+            );
+        }
+    }
+    if let Some(max_missed) = attr.key("max_missed") {
+        let all = match &attr.missed {
+            Some(missed) => matches!(missed.value, MissedTicks::All { .. }),
+            // A refused `missed` value has its own error.
+            None => attr.has("missed"),
+        };
+        if !all {
+            let schedule = if scheduled {
+                ""
+            } else {
+                ", on a schedule (`cron` or `every`)"
+            };
+            errors.error(
+                max_missed,
+                format!("`max_missed` bounds the missed ticks that `missed = \"all\"` runs: it needs `missed = \"all\"`{schedule}"),
+            );
+        }
+    }
+}
+
+/// Checks that a scheduled job takes no data arguments: nobody calls it with any.
+fn check_scheduled_arguments(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
+    if !(attr.has("cron") || attr.has("every")) {
+        return;
+    }
+    if let Some(arg) = job.data_args().next() {
+        // From the name to the type, leaving out any attributes on the argument.
+        let (pat, ty) = (&arg.declared.pat, &arg.declared.ty);
+        errors.error(
+            quote::quote!(#pat: #ty),
+            format!(
+                "a scheduled job is enqueued by its schedule and cannot be given arguments: remove `{}`, and read what the job needs from `State<T>` or the database",
+                arg.ident.unraw()
+            ),
+        );
     }
 }

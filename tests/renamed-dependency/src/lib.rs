@@ -42,6 +42,25 @@ pub async fn send_welcome(
     Ok(())
 }
 
+/// A scheduled job, one at a time across all workers.
+#[job(
+    cron = "0 3 * * *",
+    timezone = "Europe/Paris",
+    missed = "all",
+    max_missed = 3,
+    max_running = 1
+)]
+pub async fn nightly_digest(ctx: JobContext, mailer: State<Mailer>) -> JobResult {
+    let _ = (ctx, mailer);
+    Ok(())
+}
+
+/// A job on a fixed interval.
+#[job(every = "10m")]
+pub async fn refresh_rates() -> JobResult {
+    Ok(())
+}
+
 /// A private job returning the application's own error type.
 #[job]
 async fn charge(amount_cents: i64) -> Result<(), Declined> {
@@ -66,6 +85,34 @@ mod tests {
         assert_eq!(welcome.options.retry.max_attempts, 3);
         assert_eq!(welcome.function, "renamed_dependency::send_welcome");
         assert!(registry.get("charge").is_some());
+    }
+
+    #[test]
+    fn schedules_and_running_limits_reach_the_registry() {
+        use renamed_jobs::{Cadence, MissedTicks, ScheduleOptions};
+        let registry = renamed_jobs::Registry::collect().unwrap();
+        let digest = registry.get("nightly_digest").unwrap();
+        assert_eq!(
+            digest.options.schedule,
+            Some(ScheduleOptions {
+                cadence: Cadence::Cron {
+                    expression: "0 3 * * *",
+                    timezone: "Europe/Paris",
+                },
+                missed: MissedTicks::All { max: 3 },
+            })
+        );
+        assert_eq!(digest.options.max_running, Some(1));
+        assert!(!digest.takes_arguments);
+        let rates = registry.get("refresh_rates").unwrap();
+        assert_eq!(
+            rates.options.schedule,
+            Some(ScheduleOptions {
+                cadence: Cadence::Every(std::time::Duration::from_secs(600)),
+                missed: MissedTicks::Latest,
+            })
+        );
+        assert_eq!(rates.options.max_running, None);
     }
 
     #[test]

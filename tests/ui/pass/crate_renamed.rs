@@ -10,6 +10,11 @@ async fn send_receipt(order_id: i64) -> JobResult {
     Ok(())
 }
 
+#[job(crate = "renamed", every = "1m", missed = "all", max_missed = 2, max_running = 1)]
+async fn tidy() -> JobResult {
+    Ok(())
+}
+
 mod nested {
     use jobs as aliased_jobs;
 
@@ -23,4 +28,10 @@ mod nested {
 fn main() {
     assert_eq!(<send_receipt::Job as JobKind>::OPTIONS.queue, "email");
     assert_eq!(<nested::send_invoice::Job as JobKind>::NAME, "send_invoice");
+    let tidy = <tidy::Job as JobKind>::OPTIONS;
+    assert_eq!(tidy.max_running, Some(1));
+    assert_eq!(
+        tidy.schedule.map(|schedule| schedule.missed),
+        Some(renamed::MissedTicks::All { max: 2 })
+    );
 }
