@@ -42,6 +42,22 @@ pub async fn copy_jobs(conn: &mut PgConnection, rows: usize) -> Result<(), sqlx:
     Ok(())
 }
 
+/// Inserts `rows` no-op jobs with one multi-row `INSERT` (arrays through `unnest`), returning
+/// nothing.
+pub async fn insert_jobs(conn: &mut PgConnection, rows: usize) -> Result<(), sqlx::Error> {
+    let payloads: Vec<sqlx::types::Json<serde_json::Value>> = (0..rows)
+        .map(|n| sqlx::types::Json(serde_json::json!({ "n": n })))
+        .collect();
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+         SELECT 'noop', 'default', payload, 8 FROM unnest($1::jsonb[]) AS payload",
+    )
+    .bind(payloads)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// One drain loop: claim up to `batch`, mark them done, until nothing is left. Returns how many
 /// jobs it completed.
 pub async fn drain_loop(pool: PgPool, batch: i64) -> Result<u64, sqlx::Error> {

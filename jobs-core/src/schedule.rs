@@ -113,9 +113,7 @@ pub enum ScheduleError {
 /// Checks a cron expression and time zone as schedules use them; `#[job]` calls it at compile
 /// time, so that a mistake in the attribute is a compile error.
 pub fn check_cron(expression: &str, timezone: &str) -> Result<(), ScheduleError> {
-    parse_cron(expression)?;
-    parse_timezone(timezone)?;
-    Ok(())
+    Schedule::cron("", expression, timezone).map(drop)
 }
 
 fn parse_cron(expression: &str) -> Result<Cron, ScheduleError> {
@@ -448,6 +446,10 @@ mod tests {
         assert_eq!(
             Schedule::cron("report", "0 3 * * *", "Mars/Olympus"),
             Err(ScheduleError::UnknownTimezone("Mars/Olympus".into()))
+        );
+        assert_eq!(
+            check_cron("0 0 30 2 *", "UTC"),
+            Err(ScheduleError::NeverFires("0 0 30 2 *".into()))
         );
     }
 
