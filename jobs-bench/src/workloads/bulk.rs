@@ -38,7 +38,10 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         }
     }
     report.ratio(
-        &format!("bulk enqueue {} jobs vs multi-row INSERT", options.bulk_jobs),
+        &format!(
+            "bulk enqueue {} jobs vs multi-row INSERT",
+            options.bulk_jobs
+        ),
         &framework,
         &ceiling,
         "jobs/s",
