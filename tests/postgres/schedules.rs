@@ -8,8 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use jobs::admin::{self, HealthThresholds, Violation};
 use jobs::{
-    job, JobContext, JobError, JobResult, MissedTicks, Registry, Schedule, State, Worker,
-    WorkerError,
+    job, JobContext, JobError, JobResult, MissedTicks, Schedule, State, Worker, WorkerError,
 };
 use sqlx::PgPool;
 
@@ -33,7 +32,7 @@ pub async fn failing_tick() -> JobResult {
 }
 
 /// Records when it starts and ends, working 1.5 s in between: longer than its period.
-#[job(max_attempts = 1)]
+#[job(max_attempts = 1, max_running = 1)]
 pub async fn slow_tick(ctx: JobContext, pool: State<PgPool>) -> JobResult {
     let started: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
         .fetch_one(&*pool)
@@ -45,6 +44,12 @@ pub async fn slow_tick(ctx: JobContext, pool: State<PgPool>) -> JobResult {
         .execute(&*pool)
         .await?;
     Ok(())
+}
+
+/// Declares its schedule in the attribute.
+#[job(every = "1s", missed = "skip", max_attempts = 1)]
+pub async fn declared_tick(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    tick(ctx, pool).await
 }
 
 fn every_second(kind: &str, missed: MissedTicks) -> Schedule {
@@ -177,14 +182,12 @@ async fn a_kind_limited_to_one_running_job_never_overlaps() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let mut registration = *Registry::collect().unwrap().get("slow_tick").unwrap();
-    registration.options.max_running = Some(1);
     let other = db.other_pool(5).await;
     let workers: Vec<_> = [db.pool.clone(), other]
         .into_iter()
         .map(|pool| {
             Worker::builder(pool.clone())
-                .registrations([registration])
+                .kinds(["slow_tick"])
                 .state(pool)
                 .schedule(every_second("slow_tick", MissedTicks::Latest))
                 .config(fast_config())
@@ -334,5 +337,33 @@ async fn a_worker_refuses_schedules_it_cannot_run() {
     assert_eq!(
         twice.to_string(),
         "two schedules are named `tick`: give one another name with `Schedule::named`"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_declared_in_the_attribute_runs() {
+    let db = Db::new().await;
+    let worker = Worker::builder(db.pool.clone())
+        .kinds(["declared_tick"])
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .unwrap();
+    let described: Vec<String> = worker.schedules().iter().map(ToString::to_string).collect();
+    assert_eq!(described, ["declared_tick (declared_tick, every 1s)"]);
+    assert_eq!(worker.schedules()[0].missed_ticks(), MissedTicks::Skip);
+    let worker = worker.start();
+    wait_until("two declared ticks to run", || async {
+        db.count("SELECT count(*) FROM runs").await >= 2
+    })
+    .await;
+    worker.shutdown().await;
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM jobs_queue WHERE schedule = 'declared_tick' AND state = 'done'"
+        )
+        .await,
+        db.count("SELECT count(*) FROM jobs_queue WHERE schedule = 'declared_tick'")
+            .await,
     );
 }
