@@ -358,12 +358,10 @@ async fn a_schedule_declared_in_the_attribute_runs() {
     })
     .await;
     worker.shutdown().await;
-    assert_eq!(
-        db.count(
-            "SELECT count(*) FROM jobs_queue WHERE schedule = 'declared_tick' AND state = 'done'"
+    let runs = db
+        .count(
+            "SELECT count(*) FROM jobs_queue WHERE schedule = 'declared_tick' AND state = 'done'",
         )
-        .await,
-        db.count("SELECT count(*) FROM jobs_queue WHERE schedule = 'declared_tick'")
-            .await,
-    );
+        .await;
+    assert!(runs >= 2, "{runs} declared ticks done");
 }
