@@ -32,7 +32,8 @@ pub fn unique_name(prefix: &str) -> String {
 }
 
 /// Creates stream `name` capturing `<name>.>` with a file store and JetStream's defaults (a
-/// 2-minute duplicate window); returns it and the subject prefix (`<name>.`) to publish under.
+/// 2-minute duplicate window), its messages kept an hour at most; returns it and the subject
+/// prefix (`<name>.`) to publish under. Delete it at the end of the test.
 pub async fn create_stream(
     jetstream: &Context,
     name: &str,
@@ -41,6 +42,7 @@ pub async fn create_stream(
         .create_stream(Config {
             name: name.to_owned(),
             subjects: vec![format!("{name}.>")],
+            max_age: Duration::from_secs(3_600),
             ..Config::default()
         })
         .await?;

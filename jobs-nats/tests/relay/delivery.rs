@@ -41,6 +41,7 @@ async fn a_rolled_back_transaction_publishes_nothing() {
         0,
         "the rolled-back row never existed"
     );
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,6 +84,7 @@ async fn a_committed_event_is_published_exactly_once_in_order() {
             "row {id}"
         );
     }
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,4 +140,5 @@ async fn two_relays_at_once_publish_each_row_once() {
     for (topic, ids) in topics.iter().zip(&ids) {
         assert_stored_in_order(&stored, &env.prefix, topic, ids);
     }
+    env.finish().await;
 }

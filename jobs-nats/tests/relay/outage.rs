@@ -74,4 +74,5 @@ async fn rows_written_while_the_broker_is_down_wait_then_all_arrive_in_order() {
     assert_eq!(stored.len(), 40, "none lost, none twice");
     assert_stored_in_order(&stored, &env.prefix, "payments", &ids);
     assert_eq!(env.count("parked").await, 0);
+    env.finish().await;
 }

@@ -42,4 +42,5 @@ async fn a_message_larger_than_the_server_accepts_is_parked_and_its_topic_goes_o
         violations.iter().map(|v| v.name()).collect::<Vec<_>>(),
         ["outbox_parked"]
     );
+    env.finish().await;
 }

@@ -53,6 +53,14 @@ impl Env {
         }
     }
 
+    /// Deletes this test's stream.
+    pub async fn finish(self) {
+        self.jetstream
+            .delete_stream(&self.stream)
+            .await
+            .expect("delete the stream");
+    }
+
     /// Another pool to the same database, as another process would have.
     pub async fn other_pool(&self) -> PgPool {
         self.database.pool(4).await.expect("connect")
