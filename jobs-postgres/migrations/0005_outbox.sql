@@ -22,9 +22,13 @@ CREATE TABLE jobs_outbox (
 -- The relay claims pending rows in id order, walking only pending ones.
 CREATE INDEX jobs_outbox_pending ON jobs_outbox (id)
     WHERE state = 'pending';
--- Per topic, the earlier pending rows that hold a row back (order within a topic).
+-- Per topic, the first pending row outside a relay's claim (order within a topic).
 CREATE INDEX jobs_outbox_pending_topic ON jobs_outbox (topic, id)
     WHERE state = 'pending';
+-- Per topic, the pending rows that failed before and may be backing off, holding back the later
+-- rows of their topic: few, so the claim checks them without walking every pending row.
+CREATE INDEX jobs_outbox_retrying ON jobs_outbox (topic, id)
+    WHERE state = 'pending' AND attempts > 0;
 -- Operators list parked rows.
 CREATE INDEX jobs_outbox_parked ON jobs_outbox (id)
     WHERE state = 'parked';

@@ -616,10 +616,12 @@ pub const INSERT_OUTBOX: &str =
 /// the relay's transaction. Run in that transaction, which publishes them and records the
 /// outcomes before it commits.
 ///
-/// A row whose topic has an earlier pending row still backing off is not claimed. Each claimed
+/// A row whose topic has an earlier pending row still backing off is not claimed (rows back off
+/// only after a failed attempt: the `jobs_outbox_retrying` index holds just those). Each claimed
 /// row comes back with `held_back`: true when an earlier pending row of its topic is outside
-/// this claim (held by another relay, or not yet due): it must not be published in this batch,
-/// or its topic's order would break. Rows come back by id, with the attempts made so far.
+/// this claim (held by another relay, or not yet due), found once per topic as its first
+/// pending row outside the claim: such a row must not be published in this batch, or its
+/// topic's order would break. Rows come back by id, with the attempts made so far.
 pub const CLAIM_OUTBOX: &str = "
 WITH claimed AS (
     SELECT o.id, o.topic, o.payload, o.attempts, o.created_at
@@ -627,19 +629,25 @@ WITH claimed AS (
     WHERE o.state = 'pending' AND o.next_attempt_at <= now()
       AND NOT EXISTS (
           SELECT 1 FROM jobs_outbox AS earlier
-          WHERE earlier.state = 'pending' AND earlier.topic = o.topic AND earlier.id < o.id
+          WHERE earlier.state = 'pending' AND earlier.attempts > 0
+            AND earlier.topic = o.topic AND earlier.id < o.id
             AND earlier.next_attempt_at > now())
     ORDER BY o.id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), topics AS MATERIALIZED (
+    SELECT t.topic,
+           (SELECT earlier.id FROM jobs_outbox AS earlier
+            WHERE earlier.state = 'pending' AND earlier.topic = t.topic
+              AND earlier.id NOT IN (SELECT id FROM claimed)
+            ORDER BY earlier.id
+            LIMIT 1) AS first_unclaimed
+    FROM (SELECT DISTINCT topic FROM claimed) AS t
 )
 SELECT c.id, c.topic, c.payload::text AS payload, c.attempts,
        extract(epoch FROM c.created_at)::float8 AS created_epoch,
-       EXISTS (
-           SELECT 1 FROM jobs_outbox AS earlier
-           WHERE earlier.state = 'pending' AND earlier.topic = c.topic AND earlier.id < c.id
-             AND earlier.id NOT IN (SELECT id FROM claimed)) AS held_back
-FROM claimed AS c
+       coalesce(topics.first_unclaimed < c.id, false) AS held_back
+FROM claimed AS c JOIN topics ON topics.topic = c.topic
 ORDER BY c.id";
 
 /// Records what a relay's batch did, one element per row attempted: `$1` ids, `$2` new states

@@ -389,3 +389,44 @@ async fn a_worker_runs_its_relay_until_it_shuts_down() {
         "the relay stopped with the worker"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_claim_never_walks_published_rows() {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_outbox (topic, payload, state, attempts, published_at)
+         SELECT 'orders.placed', jsonb_build_object('n', n), 'published', 1, now()
+         FROM generate_series(1, 50000) AS n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    for n in 0..20 {
+        write(&db.pool, if n % 2 == 0 { "a" } else { "b" }, n).await;
+    }
+    sqlx::query("ANALYZE jobs_outbox")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let explain = format!(
+        "EXPLAIN (FORMAT JSON) {}",
+        jobs::postgres::sql::CLAIM_OUTBOX
+    );
+    let plan: serde_json::Value = sqlx::query_scalar(&explain)
+        .bind(100_i64)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let scans = crate::support::scans_of(&crate::support::plan_nodes(&plan), "jobs_outbox");
+    assert!(!scans.is_empty(), "{plan}");
+    assert!(
+        scans.iter().all(|(node, index)| node != "Seq Scan"
+            && [
+                "jobs_outbox_pending",
+                "jobs_outbox_pending_topic",
+                "jobs_outbox_retrying"
+            ]
+            .contains(&index.as_str())),
+        "the claim must read pending rows through their partial indexes: {scans:?}"
+    );
+}
