@@ -148,7 +148,7 @@ async fn an_event_exists_exactly_when_its_transaction_commits() {
             serde_json::json!({ "order_id": 2 })
         )]
     );
-    let empty = publish_in(&mut *db.pool.acquire().await.unwrap(), "", &1).await;
+    let empty = publish_in(&mut db.pool.acquire().await.unwrap(), "", &1).await;
     assert!(matches!(empty, Err(jobs::outbox::OutboxError::EmptyTopic)));
 }
 
