@@ -66,6 +66,16 @@ pub use jobs_postgres::{
 /// discard) and retention; what the `jobs` command-line tool runs.
 pub use jobs_postgres::admin;
 
+/// The transactional outbox: events for other systems written in your transaction
+/// ([`publish_in`](outbox::publish_in)), published to a broker by a [`Relay`](outbox::Relay)
+/// (NATS JetStream with the `nats` feature: `jobs::nats`).
+pub use jobs_postgres::outbox;
+
+/// NATS JetStream for the outbox: the [`NatsPublisher`](nats::NatsPublisher) a relay publishes
+/// with. With the `nats` feature.
+#[cfg(feature = "nats")]
+pub use jobs_nats as nats;
+
 /// Metrics through the `metrics` facade: every name, label and outcome the worker records, in
 /// one place, with [`describe`](metrics::describe) to register their units and help texts and
 /// [`Gauges`](metrics::Gauges) to publish the health numbers from a process that runs no worker.

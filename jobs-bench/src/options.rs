@@ -25,6 +25,8 @@ pub struct Options {
     pub retained_rows: usize,
     /// Seconds the xmin horizon is held in the pressure workload.
     pub hold_secs: u64,
+    /// Outbox rows relayed per run of the outbox workload.
+    pub outbox_rows: usize,
     /// Workloads to run (all when empty).
     pub only: Vec<String>,
 }
@@ -78,6 +80,7 @@ impl Options {
             latency_gap_ms: 20,
             retained_rows: 1_000_000,
             hold_secs: 60,
+            outbox_rows: 20_000,
             only: Vec::new(),
         }
     }
@@ -91,6 +94,7 @@ impl Options {
             latency_jobs: 100,
             retained_rows: 100_000,
             hold_secs: 10,
+            outbox_rows: 5_000,
             ..Self::full()
         }
     }

@@ -5,7 +5,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use jobs_core::JobId;
 
-/// Operate a jobs queue on PostgreSQL: health numbers, alerting, dead letters, retention.
+/// Operate a jobs queue on PostgreSQL: health numbers, alerting, dead letters, parked outbox
+/// rows, retention.
 ///
 /// Connects to DATABASE_URL, or --database-url. Exit codes: 0 success (for `check`: healthy),
 /// 1 `check` found a threshold crossed, 2 the command could not run (one line on stderr says
@@ -45,13 +46,20 @@ pub enum Command {
         #[command(subcommand)]
         command: DeadCommand,
     },
+    /// The outbox: list parked rows (events that could not be published) and replay them.
+    Outbox {
+        /// What to do with parked outbox rows.
+        #[command(subcommand)]
+        command: OutboxCommand,
+    },
     /// Schedules: remove one the code no longer declares (`jobs stats` lists them).
     Schedule {
         /// What to do with a schedule.
         #[command(subcommand)]
         command: ScheduleCommand,
     },
-    /// Delete done and cancelled jobs that finished before a given age (dead jobs are kept).
+    /// Delete done and cancelled jobs that finished before a given age, and outbox rows published
+    /// before it (dead jobs and parked rows are kept).
     ///
     /// Workers do this by themselves (every minute, 7 days' retention by default); this runs it
     /// now, until nothing older is left. Only one process deletes at a time.
@@ -80,6 +88,42 @@ pub enum Command {
         /// its last success is reported as missing runs.
         #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
         schedule_grace: Duration,
+        /// Longest an outbox row may wait to be published (longer: no relay runs, or the broker
+        /// is unreachable).
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+        max_unpublished_age: Duration,
+        /// Most parked outbox rows there may be.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        max_parked: u64,
+    },
+}
+
+/// What to do with parked outbox rows.
+#[derive(Debug, Subcommand)]
+pub enum OutboxCommand {
+    /// List parked outbox rows with their last error, oldest id first.
+    List {
+        /// Only rows of this topic.
+        #[arg(long)]
+        topic: Option<String>,
+        /// Show at most this many.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make parked rows pending again (attempts reset, published at once by a relay).
+    ///
+    /// A replayed row goes before the rows of its topic still pending, after those already
+    /// published. Safe to repeat: rows no longer parked are left alone.
+    Replay {
+        /// This row (repeat for several).
+        #[arg(long = "id", value_name = "ID", required_unless_present = "all")]
+        ids: Vec<i64>,
+        /// Every parked row.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
     },
 }
 

@@ -1,7 +1,7 @@
 //! `jobs`: operate a jobs queue from the command line.
 //!
-//! `jobs migrate`, `jobs stats`, `jobs dead list|show|replay|discard`, `jobs prune` and
-//! `jobs check`, against the database at `DATABASE_URL` or `--database-url`. The logic lives in
+//! `jobs migrate`, `jobs stats`, `jobs dead list|show|replay|discard`,
+//! `jobs outbox list|replay`, `jobs prune` and `jobs check`, against the database at `DATABASE_URL` or `--database-url`. The logic lives in
 //! `jobs_postgres::admin` (also `jobs::admin`); this binary parses arguments, connects, and
 //! prints.
 //!
@@ -61,7 +61,7 @@ fn argument_error(error: &clap::Error) -> ExitCode {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
             eprintln!(
-                "jobs: a command is needed: migrate, stats, dead, prune or check (see `jobs --help`)"
+                "jobs: a command is needed: migrate, stats, dead, outbox, prune or check (see `jobs --help`)"
             );
             ExitCode::from(EXIT_ERROR)
         }

@@ -4,7 +4,8 @@
 //! Applications use it through the `jobs` crate. All SQL lives in [`sql`]; [`store`] is the
 //! worker's only way to the database; [`admin`] is the operator's (health numbers, dead letters,
 //! retention), which the `jobs` command-line tool wraps; [`metrics`] names every metric the
-//! worker records.
+//! worker records; [`outbox`] writes events for other systems in the caller's transaction and
+//! relays them to a broker.
 
 #![warn(missing_docs)]
 
@@ -12,6 +13,7 @@ pub mod admin;
 pub mod enqueue;
 pub mod metrics;
 pub mod migrate;
+pub mod outbox;
 pub mod processed;
 pub mod sql;
 pub mod store;

@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "schedules",
         sql: include_str!("../migrations/0004_schedules.sql"),
     },
+    Migration {
+        version: 5,
+        name: "outbox",
+        sql: include_str!("../migrations/0005_outbox.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

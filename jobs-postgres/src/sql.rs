@@ -290,8 +290,10 @@ pub const STATE_MIX_STATISTICS: &str = "jobs_queue_state_mix";
 /// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
 ///
 /// One row per queue and kind, ordered by both, each also carrying whether the estimates were
-/// readable and how long ago the table was last analyzed; a single row with a NULL queue when
-/// the table holds nothing.
+/// readable, how long ago the table was last analyzed, the schedules, and the outbox's numbers
+/// (unpublished rows and the age of the oldest, counted through the pending-only index; parked
+/// rows, through the parked-only index); a single row with a NULL queue when the table holds
+/// nothing.
 pub const QUEUE_STATS: &str = "
 WITH live AS (
     SELECT queue, kind,
@@ -364,9 +366,15 @@ WITH live AS (
                        'last_tick_at', extract(epoch FROM last_tick_at)::float8,
                        'last_success_at', extract(epoch FROM last_success_at)::float8)
                    ORDER BY name), '[]'::jsonb)
-            FROM jobs_schedules) AS schedules
+            FROM jobs_schedules) AS schedules,
+           (SELECT count(*) FROM jobs_outbox WHERE state = 'pending') AS outbox_unpublished,
+           (SELECT extract(epoch FROM now() - min(created_at))::float8
+            FROM jobs_outbox WHERE state = 'pending') AS outbox_oldest_unpublished_secs,
+           (SELECT count(*) FROM jobs_outbox WHERE state = 'parked') AS outbox_parked
 )
-SELECT meta.estimated, meta.analyzed_secs_ago, meta.now_epoch, meta.schedules, grouped.*
+SELECT meta.estimated, meta.analyzed_secs_ago, meta.now_epoch, meta.schedules,
+       meta.outbox_unpublished, meta.outbox_oldest_unpublished_secs, meta.outbox_parked,
+       grouped.*
 FROM meta LEFT JOIN grouped ON true
 ORDER BY grouped.queue, grouped.kind";
 
@@ -516,6 +524,25 @@ SELECT (SELECT held FROM retention_lock) AS locked,
        count(*) FILTER (WHERE state = 'cancelled') AS cancelled
 FROM deleted";
 
+/// Deletes up to `$2` outbox rows published more than `$1` seconds ago, oldest first, if this
+/// statement gets the retention lock `$3`; pending and parked rows are never touched. Returns
+/// whether the lock was had, and how many rows were deleted.
+pub const PRUNE_PUBLISHED_OUTBOX: &str = "
+WITH retention_lock AS (
+    SELECT pg_try_advisory_xact_lock($3) AS held
+), deleted AS (
+    DELETE FROM jobs_outbox
+    WHERE (SELECT held FROM retention_lock)
+      AND id IN (
+        SELECT id FROM jobs_outbox
+        WHERE state = 'published'
+          AND published_at < now() - make_interval(secs => $1)
+        ORDER BY published_at
+        LIMIT $2)
+    RETURNING 1
+)
+SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";
+
 /// Records processed key `$1`, to expire `$2` seconds from now (never when `NULL`), unless it is
 /// already recorded and unexpired; returns a row only when this statement recorded it. A key
 /// recorded by a transaction still open makes this statement wait for that transaction: it then
@@ -599,3 +626,102 @@ FROM jobs_schedules ORDER BY name";
 
 /// Removes schedule `$1`; returns its name when it existed. Its jobs stay.
 pub const REMOVE_SCHEDULE: &str = "DELETE FROM jobs_schedules WHERE name = $1 RETURNING name";
+
+// ---------------------------------------------------------------------------------------------
+// The transactional outbox: events written in the caller's transaction, published by a relay
+// (see `crate::outbox`).
+// ---------------------------------------------------------------------------------------------
+
+/// Writes one outbox row: `$1` topic, `$2` payload. Returns its id.
+pub const INSERT_OUTBOX: &str =
+    "INSERT INTO jobs_outbox (topic, payload) VALUES ($1, $2) RETURNING id";
+
+/// Claims up to `$1` due pending outbox rows, by id, locking them (`FOR UPDATE SKIP LOCKED`) for
+/// the relay's transaction. Run in that transaction, which publishes them and records the
+/// outcomes before it commits.
+///
+/// A row whose topic has an earlier pending row still backing off is not claimed (rows back off
+/// only after a failed attempt: the `jobs_outbox_retrying` index holds just those). Each claimed
+/// row comes back with `held_back`: true when an earlier pending row of its topic is outside
+/// this claim (held by another relay, or not yet due), found once per topic as its first
+/// pending row outside the claim: such a row must not be published in this batch, or its
+/// topic's order would break. Rows come back by id, with the attempts made so far.
+pub const CLAIM_OUTBOX: &str = "
+WITH claimed AS (
+    SELECT o.id, o.topic, o.payload, o.attempts, o.created_at
+    FROM jobs_outbox AS o
+    WHERE o.state = 'pending' AND o.next_attempt_at <= now()
+      AND NOT EXISTS (
+          SELECT 1 FROM jobs_outbox AS earlier
+          WHERE earlier.state = 'pending' AND earlier.attempts > 0
+            AND earlier.topic = o.topic AND earlier.id < o.id
+            AND earlier.next_attempt_at > now())
+    ORDER BY o.id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), topics AS MATERIALIZED (
+    SELECT t.topic,
+           (SELECT earlier.id FROM jobs_outbox AS earlier
+            WHERE earlier.state = 'pending' AND earlier.topic = t.topic
+              AND earlier.id NOT IN (SELECT id FROM claimed)
+            ORDER BY earlier.id
+            LIMIT 1) AS first_unclaimed
+    FROM (SELECT DISTINCT topic FROM claimed) AS t
+)
+SELECT c.id, c.topic, c.payload::text AS payload, c.attempts,
+       extract(epoch FROM c.created_at)::float8 AS created_epoch,
+       coalesce(topics.first_unclaimed < c.id, false) AS held_back
+FROM claimed AS c JOIN topics ON topics.topic = c.topic
+ORDER BY c.id";
+
+/// Records what a relay's batch did, one element per row attempted: `$1` ids, `$2` new states
+/// (`published`, `pending` to retry, `parked`), `$3` seconds until a retried row is due again,
+/// `$4` errors (NULL after a success). Each row's attempts grow by one; an error replaces its
+/// last error. Only pending rows are written. Returns how many rows were written.
+pub const RECORD_OUTBOX_OUTCOMES: &str = "
+WITH recorded AS (
+    UPDATE jobs_outbox AS o
+    SET state = r.state,
+        attempts = o.attempts + 1,
+        last_error = coalesce(r.error, o.last_error),
+        next_attempt_at = CASE WHEN r.state = 'pending'
+                               THEN statement_timestamp() + make_interval(secs => r.delay_secs)
+                               ELSE o.next_attempt_at END,
+        published_at = CASE WHEN r.state = 'published' THEN statement_timestamp() END,
+        parked_at = CASE WHEN r.state = 'parked' THEN statement_timestamp() END
+    FROM unnest($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS r(id, state, delay_secs, error)
+    WHERE o.id = r.id AND o.state = 'pending'
+    RETURNING 1
+)
+SELECT count(*) FROM recorded";
+
+/// Counts parked outbox rows.
+pub const COUNT_PARKED: &str = "SELECT count(*) FROM jobs_outbox WHERE state = 'parked'";
+
+/// Lists up to `$2` parked outbox rows of topic `$3` (NULL for any) with an id above `$1`, by
+/// id.
+pub const LIST_PARKED: &str = "
+SELECT id, topic, payload, attempts, last_error,
+       extract(epoch FROM now() - created_at)::float8 AS age_secs,
+       extract(epoch FROM now() - parked_at)::float8 AS parked_for_secs
+FROM jobs_outbox
+WHERE state = 'parked' AND id > $1 AND ($3::text IS NULL OR topic = $3)
+ORDER BY id
+LIMIT $2";
+
+/// Makes up to `$3` parked outbox rows with an id above `$2` pending again, by id: those of ids
+/// `$1` (NULL for every parked row), due at once with their attempts reset to 0 and their last
+/// error kept. Returns the ids made pending.
+pub const REPLAY_PARKED: &str = "
+WITH candidates AS (
+    SELECT id FROM jobs_outbox
+    WHERE state = 'parked' AND id > $2 AND ($1::bigint[] IS NULL OR id = ANY($1))
+    ORDER BY id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs_outbox AS o
+SET state = 'pending', attempts = 0, next_attempt_at = now(), parked_at = NULL
+FROM candidates
+WHERE o.id = candidates.id
+RETURNING o.id";

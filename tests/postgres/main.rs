@@ -14,6 +14,7 @@ mod drain;
 mod enqueue;
 mod exactly_once;
 mod lease_control;
+mod outbox;
 mod outcomes;
 mod resilience;
 mod schedules;

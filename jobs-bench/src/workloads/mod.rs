@@ -6,6 +6,7 @@ pub mod enqueue;
 pub mod growth;
 pub mod latency;
 pub mod memory;
+pub mod outbox;
 pub mod pressure;
 pub mod stats;
 
@@ -53,6 +54,10 @@ pub const ALL: &[Workload] = &[
     Workload {
         name: "memory",
         run: |options, report| Box::pin(memory::run(options, report)),
+    },
+    Workload {
+        name: "outbox",
+        run: |options, report| Box::pin(outbox::run(options, report)),
     },
     Workload {
         name: "stats",

@@ -4,6 +4,7 @@
 mod check;
 mod dead;
 mod migrate;
+mod outbox;
 mod prune;
 mod schedule;
 mod stats;
@@ -11,7 +12,7 @@ mod stats;
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, DeadCommand, ScheduleCommand};
+use crate::cli::{Cli, Command, DeadCommand, OutboxCommand, ScheduleCommand};
 use crate::connect::connect;
 use crate::error::CliError;
 
@@ -67,6 +68,14 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             DeadCommand::Replay { selection } => dead::replay(&pool, &selection).await,
             DeadCommand::Discard { selection } => dead::discard(&pool, &selection).await,
         },
+        Command::Outbox { command } => match command {
+            OutboxCommand::List { topic, limit, json } => {
+                outbox::list(&pool, topic.as_deref(), limit, json).await
+            }
+            OutboxCommand::Replay { ids, all } => {
+                outbox::replay(&pool, if all { None } else { Some(&ids) }).await
+            }
+        },
         Command::Schedule { command } => match command {
             ScheduleCommand::Remove { name } => schedule::remove(&pool, &name).await,
         },
@@ -79,12 +88,16 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             max_ready_age,
             max_expired_lease_age,
             schedule_grace,
+            max_unpublished_age,
+            max_parked,
         } => {
             let thresholds = jobs_postgres::admin::HealthThresholds {
                 max_dead,
                 max_ready_age,
                 max_expired_lease_age,
                 schedule_grace,
+                max_unpublished_age,
+                max_parked,
             };
             check::run(&pool, &thresholds).await
         }

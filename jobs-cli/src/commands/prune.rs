@@ -9,8 +9,8 @@ use super::{count, Report};
 use crate::error::CliError;
 use crate::progress::Progress;
 
-/// Deletes done and cancelled jobs finished more than `older_than` ago, and expired processed
-/// keys, `batch_size` per statement.
+/// Deletes done and cancelled jobs finished more than `older_than` ago, expired processed keys
+/// and outbox rows published more than `older_than` ago, `batch_size` per statement.
 pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result<Report, CliError> {
     let config = RetentionConfig {
         max_age: older_than,
@@ -20,13 +20,14 @@ pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result
     let retention = Retention::new(pool.clone(), config)?;
     let age = HumanDuration(older_than);
     let progress = Progress::spinner("deleting finished jobs");
-    let (mut done, mut cancelled, mut keys) = (0, 0, 0);
+    let (mut done, mut cancelled, mut keys, mut outbox) = (0, 0, 0, 0);
     let mut locked_elsewhere = false;
     loop {
         let report = retention.run_once().await?;
         done += report.done;
         cancelled += report.cancelled;
         keys += report.processed_keys;
+        outbox += report.outbox;
         progress.advance(report.deleted());
         if report.locked_elsewhere {
             locked_elsewhere = true;
@@ -53,6 +54,12 @@ pub async fn run(pool: &PgPool, older_than: Duration, batch_size: u32) -> Result
                 usize::try_from(keys).unwrap_or(usize::MAX),
                 "expired processed key"
             )
+        ));
+    }
+    if outbox > 0 {
+        text.push_str(&format!(
+            "deleted {} published more than {age} ago\n",
+            count(usize::try_from(outbox).unwrap_or(usize::MAX), "outbox row")
         ));
     }
     if locked_elsewhere {

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use jobs_postgres::admin::{self, Counts, HumanDuration, ScheduleStats, Stats, MAX_COUNTED_TICKS};
+use jobs_postgres::admin::{
+    self, Counts, HumanDuration, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS,
+};
 use jobs_postgres::PgPool;
 use serde_json::{json, Value};
 
@@ -26,7 +28,27 @@ fn to_table(stats: &Stats) -> String {
         text.push('\n');
         text.push_str(&schedules_table(&stats.schedules));
     }
+    if let Some(line) = outbox_line(&stats.outbox) {
+        text.push('\n');
+        text.push_str(&line);
+    }
     text
+}
+
+/// One line on the outbox, or none when it holds nothing unpublished or parked.
+fn outbox_line(outbox: &OutboxStats) -> Option<String> {
+    if outbox.unpublished == 0 && outbox.parked == 0 {
+        return None;
+    }
+    let oldest = outbox
+        .oldest_unpublished_age
+        .map_or_else(String::new, |age| {
+            format!(", the oldest written {} ago", HumanDuration(round(age)))
+        });
+    Some(format!(
+        "outbox: {} unpublished{oldest}; {} parked\n",
+        outbox.unpublished, outbox.parked
+    ))
 }
 
 fn schedules_table(schedules: &[ScheduleStats]) -> String {
@@ -162,6 +184,11 @@ fn to_json(stats: &Stats) -> Value {
     json!({
         "kinds": kinds,
         "schedules": schedules,
+        "outbox": {
+            "unpublished": stats.outbox.unpublished,
+            "oldest_unpublished_secs": stats.outbox.oldest_unpublished_age.map(|age| age.as_secs_f64()),
+            "parked": stats.outbox.parked,
+        },
         "total": counts_json(&stats.total()),
         "estimated": stats.estimated,
         "analyzed_secs_ago": stats.analyzed_ago.map(|ago| ago.as_secs_f64()),

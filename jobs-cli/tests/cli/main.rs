@@ -7,5 +7,6 @@ mod check;
 mod dead;
 mod errors;
 mod migrate;
+mod outbox;
 mod prune;
 mod stats;

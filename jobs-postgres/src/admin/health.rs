@@ -21,6 +21,12 @@ pub struct HealthThresholds {
     /// Default 1 minute. A schedule is missing runs when two ticks have come due, each more
     /// than this long ago, since its last success: two periods without one.
     pub schedule_grace: Duration,
+    /// Longest an outbox row may wait to be published. Default 5 minutes: longer means no relay
+    /// is running (one that quietly died), or the broker has been unreachable that long.
+    pub max_unpublished_age: Duration,
+    /// Most parked outbox rows there may be. Default 0: a parked row is an event other systems
+    /// never got, and needs an operator (replay it once the cause is fixed).
+    pub max_parked: u64,
 }
 
 impl Default for HealthThresholds {
@@ -30,6 +36,8 @@ impl Default for HealthThresholds {
             max_ready_age: Duration::from_secs(5 * 60),
             max_expired_lease_age: Duration::from_secs(60),
             schedule_grace: Duration::from_secs(60),
+            max_unpublished_age: Duration::from_secs(5 * 60),
+            max_parked: 0,
         }
     }
 }
@@ -89,6 +97,23 @@ pub enum Violation {
         /// How long ago it last succeeded; `None` if it never has since it was registered.
         last_success: Option<Duration>,
     },
+    /// An outbox row has waited to be published longer than
+    /// [`HealthThresholds::max_unpublished_age`].
+    OutboxBehind {
+        /// Unpublished rows.
+        unpublished: u64,
+        /// How long ago the oldest was written.
+        age: Duration,
+        /// The threshold.
+        max: Duration,
+    },
+    /// More parked outbox rows than [`HealthThresholds::max_parked`].
+    OutboxParked {
+        /// Parked rows.
+        parked: u64,
+        /// The threshold.
+        max: u64,
+    },
 }
 
 /// Ticks since a schedule's last success, with their grace passed, from which it is reported as
@@ -96,14 +121,16 @@ pub enum Violation {
 pub const MISSING_AFTER_TICKS: usize = 2;
 
 impl Violation {
-    /// A short, stable name of the threshold crossed: `dead`, `ready_age`, `expired_leases` or
-    /// `schedule_missing`.
+    /// A short, stable name of the threshold crossed: `dead`, `ready_age`, `expired_leases`,
+    /// `schedule_missing`, `outbox_age` or `outbox_parked`.
     pub fn name(&self) -> &'static str {
         match self {
             Violation::Dead { .. } => "dead",
             Violation::ReadyTooOld { .. } => "ready_age",
             Violation::LeasesNotRescued { .. } => "expired_leases",
             Violation::ScheduleMissing { .. } => "schedule_missing",
+            Violation::OutboxBehind { .. } => "outbox_age",
+            Violation::OutboxParked { .. } => "outbox_parked",
         }
     }
 }
@@ -164,6 +191,22 @@ impl fmt::Display for Violation {
                     plural(u64::try_from(*ticks).unwrap_or(u64::MAX))
                 )
             }
+            Violation::OutboxBehind {
+                unpublished,
+                age,
+                max,
+            } => write!(
+                f,
+                "outbox_age: the oldest of {unpublished} unpublished outbox row{} was written {} ago (at most {} allowed): is a relay running, and the broker reachable?",
+                plural(*unpublished),
+                HumanDuration(*age),
+                HumanDuration(*max)
+            ),
+            Violation::OutboxParked { parked, max } => write!(
+                f,
+                "outbox_parked: {parked} parked outbox row{} (at most {max} allowed): see `jobs outbox list`, replay with `jobs outbox replay`",
+                plural(*parked)
+            ),
         }
     }
 }
@@ -230,6 +273,22 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
             });
         }
     }
+    let outbox = &stats.outbox;
+    if let Some(age) = outbox.oldest_unpublished_age {
+        if age > thresholds.max_unpublished_age {
+            violations.push(Violation::OutboxBehind {
+                unpublished: outbox.unpublished,
+                age,
+                max: thresholds.max_unpublished_age,
+            });
+        }
+    }
+    if outbox.parked > thresholds.max_parked {
+        violations.push(Violation::OutboxParked {
+            parked: outbox.parked,
+            max: thresholds.max_parked,
+        });
+    }
     violations
 }
 
@@ -284,6 +343,35 @@ mod tests {
                 "expired_leases: 2 running jobs of kind send_receipt in queue email with an expired lease, the oldest expired 3m ago and not rescued (at most 1m allowed): is any worker running?",
             ]
         );
+    }
+
+    #[test]
+    fn an_outbox_left_behind_and_parked_rows_are_reported() {
+        let behind = Stats {
+            outbox: crate::admin::OutboxStats {
+                unpublished: 12,
+                oldest_unpublished_age: Some(Duration::from_secs(421)),
+                parked: 1,
+            },
+            ..Stats::default()
+        };
+        let lines: Vec<String> = check(&behind, &HealthThresholds::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "outbox_age: the oldest of 12 unpublished outbox rows was written 7m1s ago (at most 5m allowed): is a relay running, and the broker reachable?",
+                "outbox_parked: 1 parked outbox row (at most 0 allowed): see `jobs outbox list`, replay with `jobs outbox replay`",
+            ]
+        );
+        let tolerant = HealthThresholds {
+            max_unpublished_age: Duration::from_secs(600),
+            max_parked: 1,
+            ..HealthThresholds::default()
+        };
+        assert!(check(&behind, &tolerant).is_empty());
     }
 
     #[test]

@@ -6,14 +6,17 @@
 //! - [`stats`]: per queue and kind, the jobs ready, scheduled, running (and with an expired
 //!   lease), dead, done and cancelled, and how long the oldest ready job has waited, in one
 //!   statement whose cost follows the live rows, not the retained ones.
+//!   The outbox's numbers come with them: unpublished rows, the age of the oldest, parked rows.
 //! - [`check`]: turns those numbers into [`Violation`]s of [`HealthThresholds`] (by default: any
-//!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute).
+//!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute, an outbox
+//!   row unpublished for over 5 minutes, any parked outbox row).
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares.
-//! - [`retention`]: deletes done and cancelled jobs past an age, a batch at a time, one process
-//!   at a time; every worker runs it (see [`WorkerConfig::retention`]). Dead jobs are never
-//!   deleted automatically.
+//! - [`outbox`]: list parked outbox rows and replay them.
+//! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
+//!   batch at a time, one process at a time; every worker runs it (see
+//!   [`WorkerConfig::retention`]). Dead jobs and parked rows are never deleted automatically.
 //!
 //! Every operation is safe while workers run, and safe to repeat.
 //!
@@ -23,6 +26,7 @@ pub mod dead;
 mod error;
 mod health;
 mod human;
+pub mod outbox;
 pub mod retention;
 mod schedules;
 mod stats;
@@ -35,6 +39,7 @@ pub use dead::{
 pub use error::AdminError;
 pub use health::{check, HealthThresholds, Violation};
 pub use human::HumanDuration;
+pub use outbox::{list_parked, replay_parked, ParkedRow};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use schedules::remove_schedule;
-pub use stats::{stats, Counts, KindStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};
+pub use stats::{stats, Counts, KindStats, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};

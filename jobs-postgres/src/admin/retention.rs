@@ -1,5 +1,6 @@
-//! Retention: deleting done and cancelled jobs past an age, and expired processed keys, a batch
-//! at a time, one process at a time. Dead jobs are never deleted here.
+//! Retention: deleting done and cancelled jobs past an age, published outbox rows past the same
+//! age, and expired processed keys, a batch at a time, one process at a time. Dead jobs and
+//! parked outbox rows are never deleted here.
 //!
 //! Every worker runs it periodically (see [`WorkerConfig::retention`]); tools and tests call
 //! [`Retention::run_once`] directly.
@@ -17,8 +18,9 @@ use crate::worker::ConfigError;
 /// What retention keeps and how it deletes the rest. Every field has a documented default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetentionConfig {
-    /// How long done and cancelled jobs are kept after they finished. Default 7 days. Their
-    /// `retained` dedupe keys are held as long: deleting a job frees its key.
+    /// How long done and cancelled jobs are kept after they finished, and outbox rows after they
+    /// were published. Default 7 days. The `retained` dedupe keys of jobs are held as long:
+    /// deleting a job frees its key.
     pub max_age: Duration,
     /// Most jobs one statement deletes, so that no statement holds locks or writes WAL for long.
     /// Default 1,000.
@@ -63,6 +65,8 @@ pub struct RetentionReport {
     pub cancelled: u64,
     /// Expired processed keys deleted (see [`crate::processed`]).
     pub processed_keys: u64,
+    /// Published outbox rows deleted (see [`crate::outbox`]).
+    pub outbox: u64,
     /// A full batch was deleted: more may be waiting, run again at once.
     pub more: bool,
 }
@@ -108,7 +112,8 @@ impl Retention {
 
     /// Deletes one batch: up to `batch_size` done and cancelled jobs that finished more than
     /// `max_age` ago, oldest first, in one statement; then up to `batch_size` expired processed
-    /// keys in another.
+    /// keys in another; then up to `batch_size` outbox rows published more than `max_age` ago in
+    /// a third.
     ///
     /// Each statement first tries the retention advisory lock (released when it commits): when
     /// another process holds it, nothing is deleted and the report says so, so only one process
@@ -132,19 +137,29 @@ impl Retention {
             .bind(sql::RETENTION_LOCK_KEY)
             .fetch_one(&self.pool)
             .await?;
+        let outbox: PruneKeysRow = sqlx::query_as(sql::PRUNE_PUBLISHED_OUTBOX)
+            .bind(self.config.max_age.as_secs_f64())
+            .bind(limit)
+            .bind(sql::RETENTION_LOCK_KEY)
+            .fetch_one(&self.pool)
+            .await?;
         let report = RetentionReport {
-            locked_elsewhere: !keys.locked,
+            locked_elsewhere: !keys.locked || !outbox.locked,
             done: u64::try_from(jobs.done).unwrap_or(0),
             cancelled: u64::try_from(jobs.cancelled).unwrap_or(0),
             processed_keys: u64::try_from(keys.deleted).unwrap_or(0),
-            more: jobs.done + jobs.cancelled >= limit || keys.deleted >= limit,
+            outbox: u64::try_from(outbox.deleted).unwrap_or(0),
+            more: jobs.done + jobs.cancelled >= limit
+                || keys.deleted >= limit
+                || outbox.deleted >= limit,
         };
-        if report.deleted() > 0 || report.processed_keys > 0 {
+        if report.deleted() > 0 || report.processed_keys > 0 || report.outbox > 0 {
             tracing::debug!(
                 done = report.done,
                 cancelled = report.cancelled,
                 processed_keys = report.processed_keys,
-                "retention deleted finished jobs and expired keys"
+                outbox = report.outbox,
+                "retention deleted finished jobs, expired keys and published outbox rows"
             );
         }
         Ok(report)

@@ -80,6 +80,21 @@ pub struct Stats {
     pub analyzed_ago: Option<Duration>,
     /// Every schedule, by name.
     pub schedules: Vec<ScheduleStats>,
+    /// The outbox: rows waiting for a relay, and parked ones.
+    pub outbox: OutboxStats,
+}
+
+/// The health numbers of the outbox (see [`crate::outbox`]), counted exactly.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutboxStats {
+    /// Rows not published yet: waiting for a relay, or backing off after a failed publish.
+    pub unpublished: u64,
+    /// How long ago the oldest unpublished row was written; `None` when every row is published
+    /// or parked. It grows without bound when no relay runs, or when the broker is unreachable.
+    pub oldest_unpublished_age: Option<Duration>,
+    /// Parked rows: they failed permanently, or on every attempt, and are not published until
+    /// an operator replays them.
+    pub parked: u64,
 }
 
 /// Most ticks [`ScheduleStats::ticks_since_success`] counts.
@@ -174,6 +189,9 @@ struct StatsRow {
     analyzed_secs_ago: Option<f64>,
     now_epoch: f64,
     schedules: Json<Vec<ScheduleRow>>,
+    outbox_unpublished: i64,
+    outbox_oldest_unpublished_secs: Option<f64>,
+    outbox_parked: i64,
     queue: Option<String>,
     kind: Option<String>,
     ready: Option<i64>,
@@ -187,7 +205,8 @@ struct StatsRow {
     longest_expired_lease_secs: Option<f64>,
 }
 
-/// The health numbers of every queue and kind, in one statement and one round trip.
+/// The health numbers of every queue and kind, of the schedules and of the outbox, in one
+/// statement and one round trip.
 ///
 /// Cheap enough to poll every few seconds on a table holding millions of retained jobs: the
 /// live states are counted through their partial indexes, and done and cancelled are estimated
@@ -199,6 +218,11 @@ pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
         stats.estimated = row.estimated;
         stats.analyzed_ago = row.analyzed_secs_ago.and_then(seconds);
         if position == 0 {
+            stats.outbox = OutboxStats {
+                unpublished: count(Some(row.outbox_unpublished)),
+                oldest_unpublished_age: row.outbox_oldest_unpublished_secs.and_then(seconds),
+                parked: count(Some(row.outbox_parked)),
+            };
             let checked_at = instant(row.now_epoch);
             stats.schedules = row
                 .schedules

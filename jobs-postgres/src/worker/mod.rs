@@ -4,7 +4,9 @@
 //!
 //! Pieces, one concern each: [`producer`] (claim loop of one queue), [`executor`] (one run),
 //! [`completer`] (outcomes written in batches), [`maintenance`] (heartbeat and rescue),
-//! [`pruner`] (retention of finished jobs), [`gauges`] (the health numbers as gauges),
+//! [`pruner`] (retention of finished jobs and published outbox rows), [`gauges`] (the health
+//! numbers as gauges), [`Relay`](crate::outbox::Relay)s of the outbox attached with
+//! [`WorkerBuilder::relay`],
 //! [`listener`] (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own
 //! lease), [`signal`] (SIGINT/SIGTERM for binaries), [`config`] (settings).
 //!
@@ -13,7 +15,7 @@
 //! interrupted attempt not counted. [`WorkerHandle::stop_now`] (or a second signal) stops at
 //! once and writes nothing more: the leases of the jobs still running bring them back.
 
-mod backoff;
+pub(crate) mod backoff;
 mod completer;
 pub mod config;
 mod executor;
@@ -44,6 +46,7 @@ use producer::{Claim, QueuePlan};
 use running::RunningJobs;
 
 use crate::metrics::WorkerMetrics;
+use crate::outbox::{Publisher, Relay, RelayTask};
 use crate::store::Outcome;
 use signal::Signals;
 pub use signal::{shutdown_signal, Signal, Stopped};
@@ -152,6 +155,7 @@ pub struct WorkerBuilder {
     kinds: Option<Vec<String>>,
     registrations: Option<Vec<JobRegistration>>,
     schedules: Vec<Schedule>,
+    relays: Vec<RelayTask>,
 }
 
 impl WorkerBuilder {
@@ -208,6 +212,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Runs an outbox relay in this worker, so that every worker process relays (several
+    /// relays never publish a row twice at once). It stops claiming when shutdown begins, after
+    /// finishing the batch in flight.
+    pub fn relay<P: Publisher>(mut self, relay: Relay<P>) -> Self {
+        self.relays.push(relay.into_task());
+        self
+    }
+
     /// Checks everything a worker needs before it runs: unique kind names, state for every
     /// kind, valid settings and schedules.
     pub fn build(self) -> Result<Worker, WorkerError> {
@@ -260,6 +272,7 @@ impl WorkerBuilder {
             config: self.config,
             queues,
             schedules,
+            relays: self.relays,
         })
     }
 }
@@ -310,6 +323,7 @@ pub struct Worker {
     config: WorkerConfig,
     queues: BTreeMap<String, usize>,
     schedules: Vec<Schedule>,
+    relays: Vec<RelayTask>,
 }
 
 impl Worker {
@@ -324,6 +338,7 @@ impl Worker {
             kinds: None,
             registrations: None,
             schedules: Vec::new(),
+            relays: Vec::new(),
         }
     }
 
@@ -433,6 +448,7 @@ impl Worker {
             shared,
             self.queues,
             self.schedules,
+            self.relays,
             requested,
             outcomes,
         ));
@@ -490,6 +506,7 @@ async fn supervise(
     shared: Arc<Shared>,
     queues: BTreeMap<String, usize>,
     schedules: Vec<Schedule>,
+    relays: Vec<RelayTask>,
     mut requested: watch::Receiver<bool>,
     outcomes: Option<(mpsc::UnboundedReceiver<Outcome>, usize)>,
 ) {
@@ -567,6 +584,9 @@ async fn supervise(
             Arc::clone(&shared),
             schedules,
         )));
+    }
+    for relay in relays {
+        services.push(tokio::spawn(relay(shared.shutdown_requested.subscribe())));
     }
     if shared.config.listen {
         services.push(tokio::spawn(listener::listen(Arc::clone(&shared), wakers)));

@@ -13,6 +13,7 @@ mod exactly_once;
 mod exhaustion;
 mod kill;
 mod outage;
+mod outbox_kill;
 mod pause;
 mod schedule;
 mod shutdown;

@@ -1,0 +1,216 @@
+//! A database and a stream per test, a relay publishing to that stream, and a publisher that
+//! counts what it is asked to publish.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, Context};
+use jobs_nats::testing::{create_stream, stored_messages, unique_name, StoredMessage};
+use jobs_nats::NatsPublisher;
+use jobs_postgres::outbox::{
+    publish_in, OutboxId, OutboxMessage, PublishError, Publisher, Relay, RelayConfig, RetryPolicy,
+};
+use jobs_postgres::testing::TestDatabase;
+use jobs_postgres::PgPool;
+use sqlx::Row;
+
+/// A migrated database and a fresh stream on a NATS server.
+pub struct Env {
+    pub pool: PgPool,
+    pub jetstream: Context,
+    pub stream: String,
+    pub prefix: String,
+    database: TestDatabase,
+}
+
+impl Env {
+    /// On the shared server.
+    pub async fn new() -> Self {
+        Self::on(&jobs_nats::testing::shared_url()).await
+    }
+
+    /// On the server at `url`.
+    pub async fn on(url: &str) -> Self {
+        let database = TestDatabase::create().await.expect("create test database");
+        let pool = database.pool(8).await.expect("connect to test database");
+        jobs_postgres::migrate(&pool).await.expect("migrate");
+        let client = async_nats::connect(url)
+            .await
+            .unwrap_or_else(|error| panic!("connect to NATS at {url}: {error}"));
+        let jetstream = jetstream::new(client);
+        let stream = unique_name("outbox");
+        let (_, prefix) = create_stream(&jetstream, &stream)
+            .await
+            .expect("create stream");
+        Self {
+            pool,
+            jetstream,
+            stream,
+            prefix,
+            database,
+        }
+    }
+
+    /// Deletes this test's stream.
+    pub async fn finish(self) {
+        self.jetstream
+            .delete_stream(&self.stream)
+            .await
+            .expect("delete the stream");
+    }
+
+    /// Another pool to the same database, as another process would have.
+    pub async fn other_pool(&self) -> PgPool {
+        self.database.pool(4).await.expect("connect")
+    }
+
+    /// The publisher to this test's stream.
+    pub fn publisher(&self) -> NatsPublisher {
+        NatsPublisher::new(self.jetstream.clone()).subject_prefix(self.prefix.clone())
+    }
+
+    /// A relay on `pool` with fast settings, publishing through `publisher`.
+    pub fn relay<P: Publisher>(&self, pool: PgPool, publisher: P) -> Relay<P> {
+        Relay::new(pool, publisher, fast_config()).expect("relay settings")
+    }
+
+    /// Writes and commits one event per `(topic, n)`, each in its own transaction, in order.
+    pub async fn write(&self, events: &[(&str, i64)]) -> Vec<OutboxId> {
+        let mut ids = Vec::new();
+        for (topic, n) in events {
+            let mut tx = self.pool.begin().await.expect("begin");
+            ids.push(
+                publish_in(&mut tx, topic, &serde_json::json!({ "n": n }))
+                    .await
+                    .expect("publish_in"),
+            );
+            tx.commit().await.expect("commit");
+        }
+        ids
+    }
+
+    /// Every message in this test's stream.
+    pub async fn stored(&self) -> Vec<StoredMessage> {
+        stored_messages(&self.jetstream, &self.stream)
+            .await
+            .expect("read the stream")
+    }
+
+    /// Outbox rows by state.
+    pub async fn count(&self, state: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM jobs_outbox WHERE state = $1")
+            .bind(state)
+            .fetch_one(&self.pool)
+            .await
+            .expect("count")
+    }
+
+    /// `(id, attempts, last_error)` of every row, by id.
+    pub async fn rows(&self) -> Vec<(i64, String, i32, Option<String>)> {
+        sqlx::query("SELECT id, state, attempts, last_error FROM jobs_outbox ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .expect("rows")
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+            .collect()
+    }
+
+    /// Waits until no row is pending.
+    pub async fn wait_until_all_published(&self, within: Duration) {
+        wait_until("every outbox row to be published", within, || async {
+            self.count("pending").await == 0
+        })
+        .await;
+    }
+}
+
+/// Relay settings for tests: short polls and backoffs, attempts enough for any outage here.
+pub fn fast_config() -> RelayConfig {
+    RelayConfig {
+        batch_size: 20,
+        poll_interval: Duration::from_millis(20),
+        retry: RetryPolicy {
+            max_attempts: 1_000,
+            backoff_base: Duration::from_millis(50),
+            backoff_max: Duration::from_millis(500),
+            jitter: 0.5,
+        },
+        max_reconnect_delay: Duration::from_millis(200),
+    }
+}
+
+/// Asserts that every message of `topic` (subject `<prefix><topic>`) is stored once, in the
+/// order of `ids`.
+pub fn assert_stored_in_order(stored: &[StoredMessage], prefix: &str, topic: &str, ids: &[i64]) {
+    let subject = format!("{prefix}{topic}");
+    let order: Vec<String> = stored
+        .iter()
+        .filter(|message| message.subject == subject)
+        .map(|message| message.message_id.clone().unwrap_or_default())
+        .collect();
+    let expected: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    assert_eq!(order, expected, "messages of {topic}, in stream order");
+}
+
+/// Wraps a publisher, counting the publishes asked for, by row id.
+#[derive(Clone)]
+pub struct Counting<P> {
+    pub inner: P,
+    pub calls: Arc<Mutex<BTreeMap<i64, usize>>>,
+}
+
+impl<P> Counting<P> {
+    pub fn new(inner: P) -> Self {
+        Self {
+            inner,
+            calls: Arc::default(),
+        }
+    }
+
+    pub fn calls(&self) -> BTreeMap<i64, usize> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl<P: Publisher> Publisher for Counting<P> {
+    async fn publish(&self, message: &OutboxMessage) -> Result<(), PublishError> {
+        *self.calls.lock().unwrap().entry(message.id).or_default() += 1;
+        self.inner.publish(message).await
+    }
+}
+
+/// Runs `relay` until `condition` holds (polled every 20 ms), then stops it.
+pub async fn relay_until<P, F, Fut>(relay: Relay<P>, what: &str, within: Duration, condition: F)
+where
+    P: Publisher,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(relay.run_until(async {
+        let _ = stopped.await;
+    }));
+    wait_until(what, within, condition).await;
+    let _ = stop.send(());
+    running.await.expect("relay task");
+}
+
+/// Polls `condition` every 20 ms until it holds; panics after `within` naming what it waited
+/// for.
+pub async fn wait_until<F, Fut>(what: &str, within: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,97 @@
+//! Writing outbox rows in the caller's transaction: [`publish_in`] and [`publish_event_in`].
+
+use serde::Serialize;
+use sqlx::types::Json;
+use sqlx::PgConnection;
+
+use crate::sql;
+
+/// The id of an outbox row: it grows in the order rows are written, and the relay hands it to
+/// the broker as the message id, for the broker's deduplication.
+pub type OutboxId = i64;
+
+/// An event with a fixed topic, for [`publish_event_in`].
+///
+/// Carry ids, not snapshots: the event may be published (and consumed) minutes after it was
+/// written, once the data it points to has changed; the consumer loads the current state.
+///
+/// ```
+/// use jobs_postgres::outbox::Event;
+///
+/// #[derive(serde::Serialize)]
+/// struct OrderPlaced {
+///     order_id: i64,
+/// }
+///
+/// impl Event for OrderPlaced {
+///     const TOPIC: &'static str = "orders.placed";
+/// }
+/// ```
+pub trait Event: Serialize {
+    /// The topic events of this type are published to (for NATS, the subject, after the
+    /// publisher's prefix). A stable string: renaming the type must not change it.
+    const TOPIC: &'static str;
+}
+
+/// Why an outbox row could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    /// The payload could not be encoded as JSON.
+    #[error("encoding the payload of an event of topic `{topic}` failed: {source}")]
+    Encode {
+        /// The topic.
+        topic: String,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The topic is empty.
+    #[error("an outbox topic cannot be empty")]
+    EmptyTopic,
+    /// The database refused the write.
+    #[error("writing to the outbox failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Writes an event of `topic` with `payload` (encoded as JSON) to the outbox on `conn`: in the
+/// caller's transaction when `conn` is one, so the event exists exactly when the transaction
+/// commits. A relay publishes it later (see [`Relay`](super::Relay)).
+///
+/// ```no_run
+/// # async fn place_order(pool: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// let order_id: i64 = sqlx::query_scalar("INSERT INTO orders (total_cents) VALUES (1250) RETURNING id")
+///     .fetch_one(&mut *tx)
+///     .await?;
+/// jobs_postgres::outbox::publish_in(&mut tx, "orders.placed", &serde_json::json!({ "order_id": order_id })).await?;
+/// tx.commit().await?; // the order and its event, or neither
+/// # Ok(())
+/// # }
+/// ```
+pub async fn publish_in<T: Serialize + ?Sized>(
+    conn: &mut PgConnection,
+    topic: &str,
+    payload: &T,
+) -> Result<OutboxId, OutboxError> {
+    if topic.is_empty() {
+        return Err(OutboxError::EmptyTopic);
+    }
+    let payload = serde_json::to_value(payload).map_err(|source| OutboxError::Encode {
+        topic: topic.to_owned(),
+        source,
+    })?;
+    let id = sqlx::query_scalar(sql::INSERT_OUTBOX)
+        .bind(topic)
+        .bind(Json(payload))
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(id)
+}
+
+/// Writes `event` to the outbox under its type's [`Event::TOPIC`]: [`publish_in`], typed.
+pub async fn publish_event_in<E: Event + ?Sized>(
+    conn: &mut PgConnection,
+    event: &E,
+) -> Result<OutboxId, OutboxError> {
+    publish_in(conn, E::TOPIC, event).await
+}
