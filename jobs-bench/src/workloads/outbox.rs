@@ -6,11 +6,11 @@
 
 use std::time::Instant;
 
-use jobs::nats::async_nats::jetstream::{self, message::PublishMessage, Context};
-use jobs::nats::async_nats::{self};
-use jobs::nats::NatsPublisher;
 use jobs::outbox::{Relay, RelayConfig};
+use jobs_nats::async_nats::jetstream::{self, message::PublishMessage, Context};
+use jobs_nats::async_nats::{self};
 use jobs_nats::testing::{create_stream, shared_url, unique_name};
+use jobs_nats::NatsPublisher;
 
 use crate::measure::Fresh;
 use crate::options::Options;

@@ -14,8 +14,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use jobs::nats::{async_nats, NatsPublisher};
 use jobs::outbox::{OutboxMessage, PublishError, Publisher, Relay, RelayConfig};
+use jobs_nats::{async_nats, NatsPublisher};
 use sqlx::postgres::PgPoolOptions;
 
 /// Publishes through NATS; with `hang`, announces the first acknowledged row and never returns.

@@ -7,9 +7,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jobs::nats::{async_nats, NatsPublisher};
 use jobs::outbox::{publish_in, OutboxMessage, PublishError, Publisher, Relay, RelayConfig};
 use jobs_nats::testing::{create_stream, shared_url, stored_messages, unique_name};
+use jobs_nats::{async_nats, NatsPublisher};
 
 use crate::support::{serial, wait_until, ChaosDb};
 
