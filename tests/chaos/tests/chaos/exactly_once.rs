@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::effect_once;
 
-use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{kill_victims, secs, serial, ChaosDb, Figures};
 
 const JOBS: usize = 1_000;
 const KILLS: usize = 4;
@@ -29,22 +29,8 @@ async fn sigkill_during_transactional_completion_leaves_exactly_one_effect_per_j
     .map(|enqueued| enqueued.id())
     .collect();
     let started = Instant::now();
-    let steady = Worker::spawn("steady", &settings);
-    let mut victim = Worker::spawn("victim-1", &settings);
-    let mut in_flight_at_kills = Vec::new();
-    for kill in 1..=KILLS {
-        let pid = victim.pid();
-        wait_until(
-            &format!("victim-{kill} to run {RUNS_BEFORE_KILL} jobs"),
-            Duration::from_secs(30),
-            &[&steady, &victim],
-            || async { db.runs_by(pid).await >= RUNS_BEFORE_KILL },
-        )
-        .await;
-        victim.kill();
-        in_flight_at_kills.push(db.running_ids().await.len());
-        victim = Worker::spawn(&format!("victim-{}", kill + 1), &settings);
-    }
+    let (steady, victim, kills) = kill_victims(&db, &settings, KILLS, RUNS_BEFORE_KILL).await;
+    let in_flight_at_kills: Vec<usize> = kills.iter().map(|kill| kill.running.len()).collect();
     db.wait_all_done(&ids, Duration::from_secs(60), &[&steady, &victim])
         .await;
     let drained = started.elapsed();

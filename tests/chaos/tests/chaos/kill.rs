@@ -9,19 +9,16 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::chaos_job;
 
-use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{kill_victims, secs, serial, ChaosDb, Figures, Kill};
 
 const JOBS: usize = 5_000;
 const KILLS: usize = 5;
 /// Runs the victim does after each start before it is killed, so that it dies mid-work.
 const RUNS_BEFORE_KILL: i64 = 200;
 
-/// One kill: when, which process, and which jobs were running (leased) just after it.
-struct Kill {
-    at_epoch: f64,
-    pid: u32,
-    running: BTreeSet<JobId>,
-    /// What the victim had in flight: running at the kill, and run by the victim.
+/// One kill, and what the victim had in flight: running at the kill, and run by the victim.
+struct KillInFlight {
+    kill: Kill,
     in_flight: BTreeSet<JobId>,
 }
 
@@ -40,37 +37,17 @@ async fn sigkill_five_times_while_draining_loses_nothing() {
     .map(|enqueued| enqueued.id())
     .collect();
     let started = Instant::now();
-    let steady = Worker::spawn("steady", &settings);
-    let mut victim = Worker::spawn("victim-1", &settings);
-    let mut kills = Vec::new();
-    for kill in 1..=KILLS {
-        let pid = victim.pid();
-        wait_until(
-            &format!("victim-{kill} to run {RUNS_BEFORE_KILL} jobs"),
-            Duration::from_secs(30),
-            &[&steady, &victim],
-            || async { db.runs_by(pid).await >= RUNS_BEFORE_KILL },
-        )
-        .await;
-        victim.kill();
-        let at_epoch = db.now().await;
-        // The victim is dead: what it held stays `running` until the lease expires.
-        kills.push(Kill {
-            at_epoch,
-            pid,
-            running: db.running_ids().await,
-            in_flight: BTreeSet::new(),
-        });
-        victim = Worker::spawn(&format!("victim-{}", kill + 1), &settings);
-    }
+    let (steady, victim, killed) = kill_victims(&db, &settings, KILLS, RUNS_BEFORE_KILL).await;
     db.wait_all_done(&ids, Duration::from_secs(60), &[&steady, &victim])
         .await;
     let drained = started.elapsed();
     // Only now: a statement the victim sent just before it died may have been committed by
     // the server just after (such as the insert recording a run).
-    for kill in &mut kills {
+    let mut kills = Vec::new();
+    for kill in killed {
         let ran_there = db.run_by(kill.pid).await;
-        kill.in_flight = kill.running.intersection(&ran_there).copied().collect();
+        let in_flight = kill.running.intersection(&ran_there).copied().collect();
+        kills.push(KillInFlight { kill, in_flight });
     }
 
     let lost = db.lost(&ids).await;
@@ -93,12 +70,12 @@ async fn sigkill_five_times_while_draining_loses_nothing() {
                  FROM jobs_queue j WHERE j.id = ANY($1)) AS orphans",
         )
         .bind(&ids)
-        .bind(kill.at_epoch)
+        .bind(kill.kill.at_epoch)
         .fetch_one(&db.pool)
         .await
         .expect("rescue and finish times");
-        back.push(rescued.map_or(0.0, |at| at - kill.at_epoch));
-        done.push(finished.map_or(0.0, |at| at - kill.at_epoch));
+        back.push(rescued.map_or(0.0, |at| at - kill.kill.at_epoch));
+        done.push(finished.map_or(0.0, |at| at - kill.kill.at_epoch));
     }
     let list = |seconds: &[f64]| {
         seconds

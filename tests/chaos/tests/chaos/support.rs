@@ -176,6 +176,48 @@ impl ChaosDb {
     }
 }
 
+/// One SIGKILL of a victim worker: when, which process, and which jobs were running (leased)
+/// just after it.
+pub struct Kill {
+    pub at_epoch: f64,
+    pub pid: u32,
+    pub running: BTreeSet<JobId>,
+}
+
+/// Starts a steady worker and a victim, then `kills` times: waits until the victim has run
+/// `runs_before_kill` jobs, SIGKILLs it mid-work and starts the next victim. Returns the steady
+/// worker, the last victim (alive) and what each kill left running.
+pub async fn kill_victims(
+    db: &ChaosDb,
+    settings: &WorkerSettings,
+    kills: usize,
+    runs_before_kill: i64,
+) -> (Worker, Worker, Vec<Kill>) {
+    let steady = Worker::spawn("steady", settings);
+    let mut victim = Worker::spawn("victim-1", settings);
+    let mut done = Vec::new();
+    for kill in 1..=kills {
+        let pid = victim.pid();
+        wait_until(
+            &format!("victim-{kill} to run {runs_before_kill} jobs"),
+            Duration::from_secs(30),
+            &[&steady, &victim],
+            || async { db.runs_by(pid).await >= runs_before_kill },
+        )
+        .await;
+        victim.kill();
+        let at_epoch = db.now().await;
+        // The victim is dead: what it held stays `running` until the lease expires.
+        done.push(Kill {
+            at_epoch,
+            pid,
+            running: db.running_ids().await,
+        });
+        victim = Worker::spawn(&format!("victim-{}", kill + 1), settings);
+    }
+    (steady, victim, done)
+}
+
 /// Polls `condition` every 20 ms until it holds; after `limit`, panics naming what it waited
 /// for, with the tails of the workers' logs.
 pub async fn wait_until<F, Fut>(what: &str, limit: Duration, workers: &[&Worker], mut condition: F)
