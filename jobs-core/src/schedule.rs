@@ -72,6 +72,17 @@ impl MissedTicks {
     }
 }
 
+/// As stored with a schedule and shown by `jobs stats`: `latest`, `skip` or `all:<max>`.
+impl fmt::Display for MissedTicks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MissedTicks::Latest => f.write_str("latest"),
+            MissedTicks::Skip => f.write_str("skip"),
+            MissedTicks::All { max } => write!(f, "all:{max}"),
+        }
+    }
+}
+
 /// The schedule of a kind, as `#[job]` declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScheduleOptions {
@@ -451,6 +462,13 @@ mod tests {
             check_cron("0 0 30 2 *", "UTC"),
             Err(ScheduleError::NeverFires("0 0 30 2 *".into()))
         );
+    }
+
+    #[test]
+    fn missed_tick_policies_show_as_stored() {
+        assert_eq!(MissedTicks::Latest.to_string(), "latest");
+        assert_eq!(MissedTicks::Skip.to_string(), "skip");
+        assert_eq!(MissedTicks::All { max: 3 }.to_string(), "all:3");
     }
 
     #[test]

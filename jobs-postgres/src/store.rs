@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jobs_core::{Decision, JobId, MissedTicks, Schedule, TickPlan};
+use jobs_core::{Decision, JobId, Schedule, TickPlan};
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
@@ -279,19 +279,10 @@ pub async fn upsert_schedule(
         .bind(schedule.kind())
         .bind(queue)
         .bind(schedule.describe())
-        .bind(missed_policy(schedule.missed_ticks()))
+        .bind(schedule.missed_ticks().to_string())
         .execute(pool)
         .await
         .map(drop)
-}
-
-/// How a missed-ticks policy is stored.
-pub fn missed_policy(missed: MissedTicks) -> String {
-    match missed {
-        MissedTicks::Latest => String::from("latest"),
-        MissedTicks::Skip => String::from("skip"),
-        MissedTicks::All { max } => format!("all:{max}"),
-    }
 }
 
 /// What a scheduling pass did for one schedule.

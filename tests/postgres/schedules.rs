@@ -58,8 +58,7 @@ fn every_second(kind: &str, missed: MissedTicks) -> Schedule {
         .missed(missed)
 }
 
-fn start(db: &Db, pool: PgPool, schedule: Schedule) -> jobs::WorkerHandle {
-    let _ = db;
+fn start(pool: PgPool, schedule: Schedule) -> jobs::WorkerHandle {
     Worker::builder(pool.clone())
         .kinds([schedule.kind().to_string()])
         .state(pool)
@@ -101,8 +100,8 @@ async fn stop_for_five_ticks(
 ) -> (DateTime<Utc>, Vec<DateTime<Utc>>, DateTime<Utc>) {
     let db = Db::new().await;
     let other = db.other_pool(5).await;
-    let first = start(&db, db.pool.clone(), every_second("tick", missed));
-    let second = start(&db, other.clone(), every_second("tick", missed));
+    let first = start(db.pool.clone(), every_second("tick", missed));
+    let second = start(other.clone(), every_second("tick", missed));
     wait_until("two ticks to run", || async {
         db.count("SELECT count(*) FROM runs").await >= 2
     })
@@ -121,7 +120,7 @@ async fn stop_for_five_ticks(
     })
     .await;
     let restarted_at = database_now(&db.pool).await;
-    let again = start(&db, db.pool.clone(), every_second("tick", missed));
+    let again = start(db.pool.clone(), every_second("tick", missed));
     wait_until("the restarted scheduler's first pass", || async {
         !ticks_created_since(&db.pool, restarted_at).await.is_empty()
     })
@@ -233,7 +232,7 @@ async fn a_schedule_whose_runs_keep_failing_is_reported_missing() {
     let schedule = Schedule::every("failing_tick", Duration::from_secs(1))
         .unwrap()
         .named("nightly_report");
-    let worker = start(&db, db.pool.clone(), schedule);
+    let worker = start(db.pool.clone(), schedule);
     let thresholds = HealthThresholds {
         schedule_grace: Duration::from_millis(500),
         max_dead: u64::MAX,
@@ -281,11 +280,7 @@ async fn a_schedule_whose_runs_keep_failing_is_reported_missing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_succeeding_schedule_is_healthy_and_records_its_success() {
     let db = Db::new().await;
-    let worker = start(
-        &db,
-        db.pool.clone(),
-        every_second("tick", MissedTicks::Latest),
-    );
+    let worker = start(db.pool.clone(), every_second("tick", MissedTicks::Latest));
     wait_until("three ticks to run", || async {
         db.count("SELECT count(*) FROM runs").await >= 3
     })
