@@ -122,10 +122,6 @@ impl EnqueueBuilder {
     }
 }
 
-/// What the bulk insert returns: ids, kinds and dedupe keys of the inserted rows, and how many
-/// queues were announced.
-type InsertedJobs = (Vec<JobId>, Vec<String>, Vec<Option<String>>, i64);
-
 /// When the job becomes ready, as the `(epoch seconds, delay seconds)` pair the SQL takes.
 fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
     match run_at {
@@ -186,9 +182,59 @@ pub async fn enqueue_jobs(
     conn: &mut PgConnection,
     jobs: &[NewJob],
 ) -> Result<Vec<Enqueued>, EnqueueError> {
-    if jobs.is_empty() {
-        return Ok(Vec::new());
+    match jobs {
+        [] => Ok(Vec::new()),
+        [first, rest @ ..]
+            if first.dedupe_key.is_none() && rest.iter().all(|job| same_shape(first, job)) =>
+        {
+            insert_uniform_jobs(conn, first, jobs).await
+        }
+        _ => insert_jobs(conn, jobs).await,
     }
+}
+
+/// Whether `job` differs from `first` in its payload alone, so that both can be written by
+/// [`sql::INSERT_UNIFORM_JOBS`].
+fn same_shape(first: &NewJob, job: &NewJob) -> bool {
+    job.kind == first.kind
+        && job.queue == first.queue
+        && job.priority == first.priority
+        && job.max_attempts == first.max_attempts
+        && job.run_at == first.run_at
+        && job.dedupe_key.is_none()
+}
+
+/// Writes jobs shaped like `shape` (see [`same_shape`]), sending the shared values once.
+async fn insert_uniform_jobs(
+    conn: &mut PgConnection,
+    shape: &NewJob,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, EnqueueError> {
+    let (run_at_epoch, delay_secs) = run_at_params(shape.run_at);
+    let payloads: Vec<Json<&serde_json::Value>> =
+        jobs.iter().map(|job| Json(&job.payload)).collect();
+    let mut ids: Vec<JobId> = sqlx::query_scalar(sql::INSERT_UNIFORM_JOBS)
+        .bind(shape.kind)
+        .bind(&shape.queue)
+        .bind(shape.priority)
+        .bind(max_attempts_param(shape))
+        .bind(run_at_epoch)
+        .bind(delay_secs)
+        .bind(&payloads)
+        .fetch_all(&mut *conn)
+        .await?;
+    if ids.len() != jobs.len() {
+        return Err(fewer_rows_than_jobs());
+    }
+    ids.sort_unstable();
+    Ok(ids.into_iter().map(Enqueued::New).collect())
+}
+
+/// Writes jobs of any shape, with or without dedupe keys, one array per column.
+async fn insert_jobs(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, EnqueueError> {
     let mut kinds = Vec::with_capacity(jobs.len());
     let mut queues = Vec::with_capacity(jobs.len());
     let mut payloads = Vec::with_capacity(jobs.len());
@@ -215,7 +261,7 @@ pub async fn enqueue_jobs(
     } else {
         sql::INSERT_JOBS
     };
-    let (ids, inserted_kinds, inserted_keys, _notified): InsertedJobs = sqlx::query_as(statement)
+    let mut inserted: Vec<(JobId, String, Option<String>)> = sqlx::query_as(statement)
         .bind(&kinds)
         .bind(&queues)
         .bind(&payloads)
@@ -225,14 +271,15 @@ pub async fn enqueue_jobs(
         .bind(&delays)
         .bind(&dedupe_keys)
         .bind(&dedupe_scopes)
-        .fetch_one(&mut *conn)
+        .fetch_all(&mut *conn)
         .await?;
+    inserted.sort_unstable_by_key(|(id, _, _)| *id);
 
     // Rows without a key were all inserted, with ids growing in input order; rows with a key
     // are matched by (kind, key).
     let mut keyless_ids = Vec::new();
     let mut keyed_ids: HashMap<(String, String), JobId> = HashMap::new();
-    for ((id, kind), key) in ids.into_iter().zip(inserted_kinds).zip(inserted_keys) {
+    for (id, kind, key) in inserted {
         match key {
             Some(key) => {
                 keyed_ids.insert((kind, key), id);
@@ -246,11 +293,7 @@ pub async fn enqueue_jobs(
     for (position, job) in jobs.iter().enumerate() {
         match &job.dedupe_key {
             None => {
-                let id = keyless_ids.next().ok_or_else(|| {
-                    EnqueueError::Database(sqlx::Error::Protocol(
-                        "bulk insert returned fewer rows than jobs without dedupe keys".into(),
-                    ))
-                })?;
+                let id = keyless_ids.next().ok_or_else(fewer_rows_than_jobs)?;
                 results.push(Some(Enqueued::New(id)));
             }
             Some(key) => match keyed_ids.remove(&(job.kind.to_string(), key.clone())) {
@@ -276,6 +319,14 @@ pub async fn enqueue_jobs(
         }
     }
     Ok(results.into_iter().flatten().collect())
+}
+
+/// The error for a bulk insert that returned fewer rows than it was given jobs without keys,
+/// which PostgreSQL never does.
+fn fewer_rows_than_jobs() -> EnqueueError {
+    EnqueueError::Database(sqlx::Error::Protocol(
+        "bulk insert returned fewer rows than jobs without dedupe keys".into(),
+    ))
 }
 
 async fn find_dedupe_holders(

@@ -132,3 +132,92 @@ async fn enqueue_announces_ready_work_but_not_delayed_work() {
     let notification = listener.recv().await.unwrap();
     assert_eq!(notification.payload(), "marker");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_of_mixed_shapes_keeps_each_jobs_options_and_order() {
+    let db = Db::new().await;
+    let shapes = [
+        record_run::builder("plain".into()),
+        record_run::builder("urgent".into()).priority(9),
+        record_run::builder("elsewhere".into()).queue("slow"),
+        record_run::builder("later".into()).delay(Duration::from_secs(600)),
+        record_run::builder("plain again".into()),
+    ];
+    let jobs: Vec<_> = shapes
+        .into_iter()
+        .map(|builder| builder.into_new_job().unwrap())
+        .collect();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let results = jobs::enqueue_jobs(&mut conn, &jobs).await.unwrap();
+    let rows: Vec<(i64, String, String, i16, bool)> = sqlx::query_as(
+        "SELECT id, payload->>'label', queue, priority, run_at > now() + interval '500 seconds'
+         FROM jobs_queue ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let ids: Vec<i64> = results.iter().map(|result| result.id()).collect();
+    assert_eq!(ids, rows.iter().map(|row| row.0).collect::<Vec<_>>());
+    let written: Vec<(&str, &str, i16, bool)> = rows
+        .iter()
+        .map(|(_, label, queue, priority, later)| {
+            (label.as_str(), queue.as_str(), *priority, *later)
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("plain", "default", 0, false),
+            ("urgent", "default", 9, false),
+            ("elsewhere", "slow", 0, false),
+            ("later", "default", 0, true),
+            ("plain again", "default", 0, false),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_announces_each_ready_queue_once_and_no_delayed_queue() {
+    let db = Db::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener
+        .listen(jobs::postgres::sql::NOTIFY_CHANNEL)
+        .await
+        .unwrap();
+    let new_job = |label: &str, queue: &str, delay_secs: u64| {
+        record_run::builder(label.into())
+            .queue(queue)
+            .delay(Duration::from_secs(delay_secs))
+            .into_new_job()
+            .unwrap()
+    };
+    let mut conn = db.pool.acquire().await.unwrap();
+    // All of one shape and delayed: nothing to announce.
+    let delayed: Vec<_> = (0..20).map(|_| new_job("later", "delayed", 60)).collect();
+    jobs::enqueue_jobs(&mut conn, &delayed).await.unwrap();
+    // Mixed shapes: two ready queues, each announced once, and a delayed one not at all.
+    let mixed = [
+        new_job("a", "first", 0),
+        new_job("b", "delayed", 60),
+        new_job("c", "second", 0),
+        new_job("d", "first", 0),
+    ];
+    jobs::enqueue_jobs(&mut conn, &mixed).await.unwrap();
+    record_run::builder("marker".into())
+        .queue("marker")
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+    let mut announced = Vec::new();
+    loop {
+        let notification = listener.recv().await.unwrap();
+        if notification.payload() == "marker" {
+            break;
+        }
+        announced.push(notification.payload().to_string());
+    }
+    announced.sort();
+    assert_eq!(announced, ["first", "second"]);
+}
