@@ -58,6 +58,10 @@ impl Report {
                 "crash window, per-job".into(),
                 "only runs in progress are lost; they run again after their lease (30 s)".into(),
             ),
+            (
+                "claims, both sides".into(),
+                "commit without waiting for their WAL flush (outcomes and enqueues wait): a database crash can lose a claim, and that job runs again".into(),
+            ),
         ];
         Ok(Self {
             settings,

@@ -138,13 +138,23 @@ WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 /// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
 /// then `run_at`, then id, with `$where` narrowing the scan; each job is leased for the seconds
 /// that `$4` gives its kind (`$4` pairs with `$2`).
+///
+/// The claim's transaction commits without waiting for its WAL to reach disk
+/// (`synchronous_commit` off, set for that transaction alone by a subquery evaluated once): the
+/// claim is the hottest write of the queue and sits between a job's enqueue and its start. A
+/// claim lost in a PostgreSQL crash (not a worker crash: the commit is visible to every session
+/// at once) leaves the job as it was, ready, and it runs again, which at-least-once allows; the
+/// run under the lost claim cannot record anything, since every outcome is fenced by the lease
+/// token, and any later durable commit flushes the claim with it. Outcomes, enqueues and the
+/// claims of kinds with a running limit (whose count must survive a crash) keep waiting.
 macro_rules! claim_jobs {
     ($where:literal) => {
         concat!(
             "
 WITH claimable AS (
     SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND queue = $1 AND kind = ANY($2) AND run_at <= now()",
+    WHERE state = 'ready' AND queue = $1 AND kind = ANY($2) AND run_at <= now()
+      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
             $where,
             "
     ORDER BY priority DESC, run_at, id
