@@ -1,9 +1,12 @@
 //! Helpers shared by workloads: a fresh database per run, waiting for a drain, statistics.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use jobs::postgres::testing::TestDatabase;
 use sqlx::PgPool;
+
+use crate::kinds::NOOP_RUNS;
 
 /// A fresh, migrated database and a pool to it.
 pub struct Fresh {
@@ -41,12 +44,27 @@ pub async fn insert_ready_noops(pool: &PgPool, count: usize) -> Result<(), sqlx:
     Ok(())
 }
 
-/// Waits until no job is ready or running, polling every 5 ms; returns when it saw that.
-pub async fn wait_until_drained(pool: &PgPool, deadline: Duration) -> Result<Instant, String> {
+/// Waits until `noop` has run `runs` times in this process (watching a counter, so the
+/// database being measured does no extra work), then until no job is ready or running (the
+/// last outcomes written); returns when it saw that.
+pub async fn wait_until_drained(
+    pool: &PgPool,
+    runs: u64,
+    deadline: Duration,
+) -> Result<Instant, String> {
     let give_up = Instant::now() + deadline;
+    let past_deadline = || format!("not drained within {deadline:?}");
+    while NOOP_RUNS.load(Ordering::Relaxed) < runs {
+        if Instant::now() > give_up {
+            return Err(past_deadline());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     loop {
+        // One probe per partial index, each stopping at its first entry.
         let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM jobs_queue WHERE state IN ('ready', 'running'))",
+            "SELECT EXISTS (SELECT FROM jobs_queue WHERE state = 'ready')
+                 OR EXISTS (SELECT FROM jobs_queue WHERE state = 'running')",
         )
         .fetch_one(pool)
         .await
@@ -55,9 +73,9 @@ pub async fn wait_until_drained(pool: &PgPool, deadline: Duration) -> Result<Ins
             return Ok(Instant::now());
         }
         if Instant::now() > give_up {
-            return Err(format!("not drained within {deadline:?}"));
+            return Err(past_deadline());
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 

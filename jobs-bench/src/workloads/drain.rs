@@ -1,12 +1,14 @@
 //! Draining pre-inserted no-op jobs: the worker, batched and per-job, vs raw claim-then-done
 //! loops at the same concurrency.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use jobs::postgres::worker::Completion;
 use jobs::{Worker, WorkerConfig};
 use sqlx::PgPool;
 
+use crate::kinds::NOOP_RUNS;
 use crate::measure::{insert_ready_noops, wait_until_drained, Fresh};
 use crate::options::Options;
 use crate::raw;
@@ -97,8 +99,9 @@ pub async fn drain_ready(
     let started = Instant::now();
     match drainer {
         Drainer::Framework(completion) => {
+            let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
             let worker = start_worker(pool, concurrency, completion)?;
-            let drained = wait_until_drained(pool, Duration::from_secs(600)).await?;
+            let drained = wait_until_drained(pool, runs, Duration::from_secs(600)).await?;
             worker.shutdown().await;
             Ok(jobs as f64 / (drained - started).as_secs_f64())
         }

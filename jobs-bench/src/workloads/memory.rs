@@ -1,11 +1,13 @@
 //! Peak memory of a worker process while it drains: a child process runs the worker and reports
 //! its own high-water mark of resident memory.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jobs::postgres::worker::Completion;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::kinds::NOOP_RUNS;
 use crate::measure::{insert_ready_noops, wait_until_drained, Fresh};
 use crate::options::Options;
 use crate::report::Report;
@@ -64,8 +66,13 @@ impl Child {
             .max_connections(CONCURRENCY as u32 + 8)
             .connect(&self.url)
             .await?;
+        let ready: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'ready'")
+                .fetch_one(&pool)
+                .await?;
+        let runs = NOOP_RUNS.load(Ordering::Relaxed) + u64::try_from(ready)?;
         let worker = start_worker(&pool, CONCURRENCY, Completion::default())?;
-        wait_until_drained(&pool, Duration::from_secs(600)).await?;
+        wait_until_drained(&pool, runs, Duration::from_secs(600)).await?;
         worker.shutdown().await;
         let status = std::fs::read_to_string("/proc/self/status")?;
         let peak = status
