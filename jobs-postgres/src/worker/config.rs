@@ -29,8 +29,9 @@ pub struct WorkerConfig {
     /// Longest wait between attempts to reach the database after an error. Default 5 s.
     pub max_reconnect_delay: Duration,
     /// When the queue is busy (the last claim filled every free slot), how long the producer
-    /// waits for half the slots to be free before claiming, so that one statement claims more
-    /// jobs. Idle queues never wait: pickup latency is unaffected. Zero disables it. Default 2 ms.
+    /// waits for all its slots to be free before claiming what is free, so that one statement
+    /// claims more jobs. Idle queues never wait: pickup latency is unaffected. Zero disables it.
+    /// Default 2 ms.
     pub claim_batch_window: Duration,
     /// How outcomes are written. Default: batched, up to 500 per statement.
     pub completion: Completion,

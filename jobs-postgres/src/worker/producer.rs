@@ -125,7 +125,7 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
     let slots = Arc::new(Semaphore::new(plan.concurrency));
     let mut stop = shared.shutdown_requested.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
-    let half = u32::try_from((plan.concurrency / 2).max(1)).unwrap_or(u32::MAX);
+    let all_slots = u32::try_from(plan.concurrency.max(1)).unwrap_or(u32::MAX);
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
@@ -139,9 +139,10 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
         };
         let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
         let window = shared.config.claim_batch_window;
-        if busy && !window.is_zero() && half > 1 {
-            // Under load, wait briefly for half the slots so one claim carries more jobs.
-            let more = Arc::clone(&slots).acquire_many_owned(half - 1);
+        if busy && !window.is_zero() && all_slots > 1 {
+            // Under load, wait briefly for every slot so one claim carries as many jobs as it
+            // can: short jobs free them all within the window, longer ones give what is free.
+            let more = Arc::clone(&slots).acquire_many_owned(all_slots - 1);
             if let Ok(Ok(mut more)) = tokio::time::timeout(window, more).await {
                 while more.num_permits() > 0 {
                     match more.split(1) {
