@@ -77,3 +77,63 @@ pub async fn drain_loop(pool: PgPool, batch: i64) -> Result<u64, sqlx::Error> {
         completed += ids.len() as u64;
     }
 }
+
+/// The channel the raw latency probe announces its jobs on.
+pub const PROBE_CHANNEL: &str = "raw_probe";
+
+/// Inserts one probe job (`$1` its sequence number) on queue `raw` and announces it, as a
+/// hand-written queue would: one statement, committed on its own.
+pub const INSERT_PROBE: &str = "
+WITH inserted AS (
+    INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+    VALUES ('raw_probe', 'raw', jsonb_build_object('seq', $1::bigint), 8)
+    RETURNING id
+)
+SELECT pg_notify('raw_probe', 'raw') FROM inserted";
+
+/// Claims up to `$1` ready probe jobs as [`CLAIM`] claims, returning their sequence numbers.
+pub const CLAIM_PROBES: &str = "
+UPDATE jobs_queue
+SET state = 'running', attempts = attempts + 1, lease_token = gen_random_uuid(),
+    lease_expires_at = now() + interval '30 seconds'
+WHERE id IN (
+    SELECT id FROM jobs_queue
+    WHERE state = 'ready' AND queue = 'raw' AND run_at <= now()
+      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+    ORDER BY priority DESC, run_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING (payload->>'seq')::bigint";
+
+/// The leanest pickup there is: wait for a notification on a connection of its own, claim on
+/// another, and note the moment each claimed probe comes back (where a handler would start).
+/// Runs until `stop` is set.
+pub async fn pickup_loop(
+    pool: PgPool,
+    starts: std::sync::Arc<crate::kinds::StartTimes>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+    listener.listen(PROBE_CHANNEL).await?;
+    let mut claimer = pool.acquire().await?.detach();
+    let mut stop = stop;
+    loop {
+        tokio::select! {
+            notification = listener.recv() => { notification?; }
+            _ = stop.wait_for(|stop| *stop) => return Ok(()),
+        }
+        let claimed: Vec<i64> = sqlx::query_scalar(CLAIM_PROBES)
+            .bind(16_i64)
+            .fetch_all(&mut claimer)
+            .await?;
+        let now = std::time::Instant::now();
+        let mut times = starts
+            .times
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for seq in claimed {
+            times.insert(seq, now);
+        }
+    }
+}
