@@ -41,7 +41,7 @@ impl Report {
             ),
             (
                 "bulk enqueue".into(),
-                format!("{} jobs in one statement (framework: shared values once and a payload array through UNNEST, returning ids; ceiling: the same rows from an UNNEST multi-row INSERT returning nothing; COPY for information)", options.bulk_jobs),
+                format!("{} jobs in one statement, 5 times per side and run, alternating (framework: shared values once and a payload array through UNNEST, returning ids; ceiling: the same rows from an UNNEST multi-row INSERT returning nothing; COPY for information)", options.bulk_jobs),
             ),
             (
                 "drain".into(),

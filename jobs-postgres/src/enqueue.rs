@@ -149,7 +149,7 @@ pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueu
         Some(_) => sql::INSERT_DEDUPED_JOB,
         None => sql::INSERT_JOB,
     };
-    let inserted: Option<(JobId, i64)> = sqlx::query_as(statement)
+    let inserted: Option<JobId> = sqlx::query_scalar(statement)
         .bind(job.kind)
         .bind(&job.queue)
         .bind(Json(&job.payload))
@@ -161,7 +161,7 @@ pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueu
         .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
         .fetch_optional(&mut *conn)
         .await?;
-    if let Some((id, _notified)) = inserted {
+    if let Some(id) = inserted {
         return Ok(Enqueued::New(id));
     }
     let key = job.dedupe_key.clone().unwrap_or_default();
