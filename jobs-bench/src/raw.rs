@@ -7,6 +7,15 @@ use sqlx::{PgConnection, PgPool};
 pub const INSERT_ONE: &str =
     "INSERT INTO jobs_queue (kind, queue, payload, max_attempts) VALUES ('noop', 'default', $1, 8)";
 
+/// [`INSERT_ONE`] and an announcement on the framework's channel, in one statement. A notifying
+/// transaction holds a cluster-wide lock from just before its commit until the commit is on disk
+/// (so that notifications are queued in commit order), which keeps notifying commits from sharing
+/// a WAL flush.
+pub const INSERT_ONE_AND_NOTIFY: &str = "
+INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+SELECT 'noop', 'default', $1, 8
+WHERE (SELECT count(*) FROM (SELECT pg_notify('jobs_queue', 'default')) AS announced) >= 0";
+
 /// Claims up to `$1` ready jobs, leasing them. Like the framework's claim, it commits without
 /// waiting for its WAL flush (a claim lost in a database crash only makes a job run again), so
 /// that the ratio measures the framework and not a durability choice.

@@ -163,9 +163,7 @@ UPDATE jobs_queue AS j
 SET state = 'running',
     attempts = j.attempts + 1,
     lease_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => (
-        SELECT lease.secs FROM unnest($2::text[], $4::float8[]) AS lease(kind, secs)
-        WHERE lease.kind = j.kind)),
+    lease_expires_at = now() + make_interval(secs => ($4::float8[])[array_position($2::text[], j.kind)]),
     attempted_at = now()
 FROM claimable
 WHERE j.id = claimable.id

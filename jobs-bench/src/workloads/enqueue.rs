@@ -1,4 +1,5 @@
-//! One job per transaction, next to a business row, vs the same transaction with a plain insert.
+//! One job per transaction, next to a business row, vs the same transaction with a plain insert;
+//! and, to show what announcing costs by itself, with a plain insert and a `pg_notify`.
 
 use std::time::Instant;
 
@@ -10,8 +11,20 @@ use crate::options::Options;
 use crate::raw;
 use crate::report::Report;
 
+/// What a measured transaction writes next to its business row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// A job, through the framework.
+    Framework,
+    /// A plain insert of a job row: the target's ceiling.
+    PlainInsert,
+    /// The plain insert and a `pg_notify` in the same transaction: what announcing ready work
+    /// costs by itself.
+    InsertAndNotify,
+}
+
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
-    let (mut framework, mut ceiling) = (Vec::new(), Vec::new());
+    let (mut framework, mut ceiling, mut notifying) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..options.runs {
         let fresh = Fresh::new(options.enqueue_connections as u32 + 1).await?;
         sqlx::query("CREATE TABLE business (id bigserial PRIMARY KEY, note text NOT NULL)")
@@ -19,7 +32,9 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             .await?;
         fresh.vacuum().await?;
         let per_connection = options.single_enqueues / options.enqueue_connections;
-        for side in order(run) {
+        let mut sides = [Side::Framework, Side::PlainInsert, Side::InsertAndNotify];
+        sides.rotate_left(run % 3);
+        for side in sides {
             let rate = measure(
                 &fresh.pool,
                 options.enqueue_connections,
@@ -27,10 +42,10 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
                 side,
             )
             .await?;
-            if side {
-                framework.push(rate)
-            } else {
-                ceiling.push(rate)
+            match side {
+                Side::Framework => framework.push(rate),
+                Side::PlainInsert => ceiling.push(rate),
+                Side::InsertAndNotify => notifying.push(rate),
             }
         }
     }
@@ -40,6 +55,20 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         &ceiling,
         "tx/s",
         ">= 0.85",
+    );
+    report.ratio(
+        "enqueue, 1 job per tx, vs plain insert + pg_notify",
+        &framework,
+        &notifying,
+        "tx/s",
+        "(information)",
+    );
+    report.ratio(
+        "plain insert + pg_notify vs plain insert",
+        &notifying,
+        &ceiling,
+        "tx/s",
+        "(information: the price of NOTIFY)",
     );
     Ok(())
 }
@@ -57,7 +86,7 @@ async fn measure(
     pool: &PgPool,
     connections: usize,
     per_connection: usize,
-    framework: bool,
+    side: Side,
 ) -> Result<f64, Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -70,15 +99,25 @@ async fn measure(
                 sqlx::query("INSERT INTO business (note) VALUES ('order')")
                     .execute(&mut *tx)
                     .await?;
-                if framework {
-                    noop::enqueue_in(&mut tx, id)
-                        .await
-                        .map_err(|error| sqlx::Error::Protocol(error.to_string()))?;
-                } else {
-                    sqlx::query(raw::INSERT_ONE)
-                        .bind(sqlx::types::Json(serde_json::json!({ "n": id })))
-                        .execute(&mut *tx)
-                        .await?;
+                let payload = || sqlx::types::Json(serde_json::json!({ "n": id }));
+                match side {
+                    Side::Framework => {
+                        noop::enqueue_in(&mut tx, id)
+                            .await
+                            .map_err(|error| sqlx::Error::Protocol(error.to_string()))?;
+                    }
+                    Side::PlainInsert => {
+                        sqlx::query(raw::INSERT_ONE)
+                            .bind(payload())
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    Side::InsertAndNotify => {
+                        sqlx::query(raw::INSERT_ONE_AND_NOTIFY)
+                            .bind(payload())
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                 }
                 tx.commit().await?;
             }
