@@ -16,22 +16,35 @@ INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
 SELECT 'noop', 'default', $1, 8
 WHERE (SELECT count(*) FROM (SELECT pg_notify('jobs_queue', 'default')) AS announced) >= 0";
 
-/// Claims up to `$1` ready jobs, leasing them. Like the framework's claim, it commits without
-/// waiting for its WAL flush (a claim lost in a database crash only makes a job run again), so
-/// that the ratio measures the framework and not a durability choice.
-pub const CLAIM: &str = "
+/// A raw claim of up to `$1` ready jobs of one queue, leasing them and returning `$returning`.
+/// Like the framework's claim, it commits without waiting for its WAL flush (a claim lost in a
+/// database crash only makes a job run again), so that the ratios measure the framework and not
+/// a durability choice.
+macro_rules! claim {
+    ($queue:literal, $returning:literal) => {
+        concat!(
+            "
 UPDATE jobs_queue
 SET state = 'running', attempts = attempts + 1, lease_token = gen_random_uuid(),
     lease_expires_at = now() + interval '30 seconds'
 WHERE id IN (
     SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND queue = 'default' AND run_at <= now()
+    WHERE state = 'ready' AND queue = '",
+            $queue,
+            "' AND run_at <= now()
       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
     ORDER BY priority DESC, run_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id";
+RETURNING ",
+            $returning
+        )
+    };
+}
+
+/// Claims up to `$1` ready jobs of queue `default`, returning their ids.
+pub const CLAIM: &str = claim!("default", "id");
 
 /// Marks the given jobs done.
 pub const MARK_DONE: &str = "
@@ -101,19 +114,7 @@ WITH inserted AS (
 SELECT pg_notify('raw_probe', 'raw') FROM inserted";
 
 /// Claims up to `$1` ready probe jobs as [`CLAIM`] claims, returning their sequence numbers.
-pub const CLAIM_PROBES: &str = "
-UPDATE jobs_queue
-SET state = 'running', attempts = attempts + 1, lease_token = gen_random_uuid(),
-    lease_expires_at = now() + interval '30 seconds'
-WHERE id IN (
-    SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND queue = 'raw' AND run_at <= now()
-      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
-    ORDER BY priority DESC, run_at, id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING (payload->>'seq')::bigint";
+pub const CLAIM_PROBES: &str = claim!("raw", "(payload->>'seq')::bigint");
 
 /// The leanest pickup there is: wait for a notification on a connection of its own, claim on
 /// another, and note the moment each claimed probe comes back (where a handler would start).

@@ -20,12 +20,18 @@ async fn synchronous_commit(conn: &mut PgConnection) -> String {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_relaxes_the_commit_of_its_own_transaction_only() {
+/// A fresh database holding one ready job to claim.
+async fn with_one_ready_job() -> Db {
     let db = Db::new().await;
     record_run::enqueue(&db.pool, "claimed".into())
         .await
         .unwrap();
+    db
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_relaxes_the_commit_of_its_own_transaction_only() {
+    let db = with_one_ready_job().await;
     let mut conn = PgConnection::connect(&db.url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
     let claimed = sqlx::query(sql::CLAIM_JOBS)
@@ -44,10 +50,7 @@ async fn a_claim_relaxes_the_commit_of_its_own_transaction_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_connection_is_durable_again_after_a_claim() {
-    let db = Db::new().await;
-    record_run::enqueue(&db.pool, "claimed".into())
-        .await
-        .unwrap();
+    let db = with_one_ready_job().await;
     let pool = db.other_pool(1).await;
     let claimed = store::claim(&pool, "default", &KINDS, &LEASES, 10, None)
         .await
@@ -59,10 +62,7 @@ async fn a_pooled_connection_is_durable_again_after_a_claim() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_waits_for_its_flush() {
-    let db = Db::new().await;
-    record_run::enqueue(&db.pool, "claimed".into())
-        .await
-        .unwrap();
+    let db = with_one_ready_job().await;
     let mut conn = PgConnection::connect(&db.url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
     sqlx::query(sql::LOCK_LIMITED_KIND)

@@ -102,9 +102,8 @@ async fn bulk_enqueue_applies_dedupe_per_row() {
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 3);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn enqueue_announces_ready_work_but_not_delayed_work() {
-    let db = Db::new().await;
+/// A connection listening on the channel enqueue announces ready work on.
+async fn listen(db: &Db) -> sqlx::postgres::PgListener {
     let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
         .await
         .unwrap();
@@ -112,6 +111,13 @@ async fn enqueue_announces_ready_work_but_not_delayed_work() {
         .listen(jobs::postgres::sql::NOTIFY_CHANNEL)
         .await
         .unwrap();
+    listener
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_announces_ready_work_but_not_delayed_work() {
+    let db = Db::new().await;
+    let mut listener = listen(&db).await;
     let args = (0..50).map(|n| record_run::Args {
         label: n.to_string(),
     });
@@ -179,13 +185,7 @@ async fn a_bulk_of_mixed_shapes_keeps_each_jobs_options_and_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_announces_each_ready_queue_once_and_no_delayed_queue() {
     let db = Db::new().await;
-    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
-        .await
-        .unwrap();
-    listener
-        .listen(jobs::postgres::sql::NOTIFY_CHANNEL)
-        .await
-        .unwrap();
+    let mut listener = listen(&db).await;
     let new_job = |label: &str, queue: &str, delay_secs: u64| {
         record_run::builder(label.into())
             .queue(queue)
