@@ -195,8 +195,9 @@ pub const CLAIM_JOBS_AFTER: &str =
 /// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
 /// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
 /// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
-/// messages (NULL when there is no error to keep). Returns the ids whose lease still held: the
-/// others were taken by another worker or a rescue, and nothing was written for them. A job of a
+/// messages (NULL when there is no error to keep). Returns the `(id, lease_token)` of the runs
+/// whose lease still held (a worker may hold two runs of one job, the stale one under a lost
+/// token): the others were taken by another worker or a rescue, and nothing was written for them. A job of a
 /// schedule that is now done records the schedule's success.
 pub const RECORD_OUTCOMES: &str = "
 WITH recorded AS (
@@ -214,12 +215,12 @@ SET state = o.state,
 FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[])
      AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error)
 WHERE j.id = o.id AND j.lease_token = o.lease_token
-RETURNING j.id, j.state, j.schedule
+RETURNING j.id, o.lease_token, j.state, j.schedule
 ), schedule_succeeded AS (
     UPDATE jobs_schedules AS s SET last_success_at = now()
     WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
 )
-SELECT id FROM recorded";
+SELECT id, lease_token FROM recorded";
 
 /// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs (see [`CLAIM_LIMITED_JOBS`]).
@@ -252,13 +253,13 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
           extract(epoch FROM now() - j.run_at)::float8 AS waited_secs";
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
-/// three arrays pair up); returns the ids whose lease still holds.
+/// three arrays pair up); returns the `(id, lease_token)` of the runs whose lease still holds.
 pub const HEARTBEAT: &str = "
 UPDATE jobs_queue AS j
 SET lease_expires_at = now() + make_interval(secs => held.lease_secs)
 FROM unnest($1::bigint[], $2::uuid[], $3::float8[]) AS held(id, lease_token, lease_secs)
 WHERE j.id = held.id AND j.lease_token = held.lease_token
-RETURNING j.id";
+RETURNING j.id, j.lease_token";
 
 /// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`; returns
 /// its id when the lease still held. The row stays locked until that transaction ends, so the

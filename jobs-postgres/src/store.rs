@@ -176,7 +176,7 @@ pub async fn record_outcomes(
         error_kinds.push(error_kind);
         errors.push(error);
     }
-    let written: Vec<JobId> = sqlx::query_scalar(sql::RECORD_OUTCOMES)
+    let written: Vec<(JobId, Uuid)> = sqlx::query_as(sql::RECORD_OUTCOMES)
         .bind(&ids)
         .bind(&tokens)
         .bind(&states)
@@ -186,11 +186,12 @@ pub async fn record_outcomes(
         .bind(&errors)
         .fetch_all(pool)
         .await?;
-    let written: HashSet<JobId> = written.into_iter().collect();
+    let written: HashSet<(JobId, Uuid)> = written.into_iter().collect();
     Ok(ids
         .iter()
-        .map(|id| {
-            if written.contains(id) {
+        .zip(&tokens)
+        .map(|(id, token)| {
+            if written.contains(&(*id, *token)) {
                 Fenced::Written
             } else {
                 Fenced::LeaseLost
@@ -199,19 +200,19 @@ pub async fn record_outcomes(
         .collect())
 }
 
-/// Extends the leases of the given jobs, `(id, token, lease)`, each by its own lease; returns
-/// the ids whose lease still held.
+/// Extends the leases of the given runs, `(id, token, lease)`, each by its own lease; returns
+/// the runs, `(id, token)`, whose lease still held.
 pub async fn heartbeat(
     pool: &PgPool,
     held: &[(JobId, Uuid, Duration)],
-) -> Result<Vec<JobId>, sqlx::Error> {
+) -> Result<Vec<(JobId, Uuid)>, sqlx::Error> {
     let ids: Vec<JobId> = held.iter().map(|(id, _, _)| *id).collect();
     let tokens: Vec<Uuid> = held.iter().map(|(_, token, _)| *token).collect();
     let leases: Vec<f64> = held
         .iter()
         .map(|(_, _, lease)| lease.as_secs_f64())
         .collect();
-    sqlx::query_scalar(sql::HEARTBEAT)
+    sqlx::query_as(sql::HEARTBEAT)
         .bind(&ids)
         .bind(&tokens)
         .bind(&leases)

@@ -115,7 +115,7 @@ impl JobTransaction {
         let mut transaction = self.take();
         let shared = self.run.shared()?;
         // From here a heartbeat that misses the job most likely raced this completion.
-        shared.running.outcome_pending(self.run.id);
+        shared.running.outcome_pending(self.run.id, self.run.token);
         let completed: Option<JobId> = sqlx::query_scalar(sql::COMPLETE_IN_TRANSACTION)
             .bind(self.run.id)
             .bind(self.run.token)

@@ -15,6 +15,7 @@ mod drain;
 mod enqueue;
 mod exactly_once;
 mod lease_control;
+mod lease_tokens;
 mod outbox;
 mod outcomes;
 mod resilience;

@@ -84,7 +84,7 @@ fn refused(shared: &Shared, batch: &[Outcome], error: &sqlx::Error) {
             "the database refused this outcome; it is dropped, and the job will be rescued when its lease expires"
         );
         metrics::outcome_dropped(DropReason::Refused);
-        shared.running.remove(outcome.id);
+        shared.running.remove(outcome.id, outcome.lease_token);
     }
 }
 
@@ -110,14 +110,14 @@ async fn write_batch(
                         );
                         metrics::outcome_dropped(DropReason::LeaseLost);
                     }
-                    shared.running.remove(outcome.id);
+                    shared.running.remove(outcome.id, outcome.lease_token);
                 }
                 return None;
             }
             Err(error) if is_refusal(&error) => return Some((batch, error)),
             Err(error) => {
                 batch.retain(|outcome| {
-                    let may_hold = shared.running.may_hold(outcome.id);
+                    let may_hold = shared.running.may_hold(outcome.id, outcome.lease_token);
                     if !may_hold {
                         tracing::error!(
                             job.id = outcome.id,
@@ -125,7 +125,7 @@ async fn write_batch(
                             "could not record the outcome before the lease ran out; the job will be rescued and run again"
                         );
                         metrics::outcome_dropped(DropReason::LeaseRanOut);
-                        shared.running.remove(outcome.id);
+                        shared.running.remove(outcome.id, outcome.lease_token);
                     }
                     may_hold
                 });

@@ -57,7 +57,7 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
             return;
         }
     };
-    shared.running.outcome_pending(job.id);
+    shared.running.outcome_pending(job.id, job.lease_token);
     let outcome = Outcome {
         id: job.id,
         lease_token: job.lease_token,
@@ -148,7 +148,7 @@ async fn run(
             }
             tracing::debug!("done, in the job's own transaction");
             tracing::Span::current().record("outcome", OutcomeLabel::Done.as_str());
-            shared.running.remove(job.id);
+            shared.running.remove(job.id, job.lease_token);
             return (OutcomeLabel::Done, Next::Nothing);
         }
         (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed)) => {

@@ -42,7 +42,7 @@ impl LeaseControl for JobLease {
                 .map_err(|error| LeaseError::Unavailable {
                     reason: error.to_string(),
                 })?;
-            let still_held = renewed.contains(&self.id);
+            let still_held = renewed.contains(&(self.id, self.token));
             match shared
                 .running
                 .renewed_one(self.id, self.token, still_held, sent_at, lease)
