@@ -8,6 +8,7 @@ mod test_jobs;
 mod admin_dead;
 mod admin_retention;
 mod admin_stats;
+mod attempts_rule;
 mod claim_commit;
 mod claim_position;
 mod dedupe;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobs_core::{
-    decide, BoxFuture, Decision, InvocationError, JobContext, JobError, JobResult, RunOutcome,
+    decide, BoxFuture, Decision, InvocationError, JobContext, JobError, JobResult, RetryPolicy,
+    RunOutcome,
 };
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tracing::Instrument;
@@ -104,6 +105,14 @@ async fn run(
         );
     };
     let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
+    // One rule for how many attempts the job has: the count its row holds, set at enqueue and
+    // returned by the claim. The kind's current code may say otherwise after a deploy; it only
+    // shapes the backoff.
+    let retry = RetryPolicy {
+        // At least 1 by the table's CHECK.
+        max_attempts: u32::try_from(job.max_attempts).unwrap_or(1),
+        ..registration.options.retry
+    };
     let lease = shared.lease_of(registration.name);
     let link = Arc::new(RunLink::new(
         Arc::downgrade(shared),
@@ -115,7 +124,7 @@ async fn run(
         registration.name,
         job.queue.clone(),
         attempt,
-        u32::try_from(job.max_attempts).unwrap_or(u32::MAX),
+        retry.max_attempts,
         job.dedupe_key.clone(),
         lease,
         shared.shutdown_requested.subscribe(),
@@ -158,12 +167,7 @@ async fn run(
     };
     let (outcome, next) = match end {
         RunEnd::Finished(outcome) => {
-            let decision = storable(decide(
-                outcome,
-                attempt,
-                &registration.options.retry,
-                rand::random::<f64>(),
-            ));
+            let decision = storable(decide(outcome, attempt, &retry, rand::random::<f64>()));
             (OutcomeLabel::of(&decision), Next::Write(decision))
         }
         RunEnd::Interrupted => {
