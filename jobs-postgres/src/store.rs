@@ -129,69 +129,91 @@ pub struct Outcome {
     pub decision: Decision,
 }
 
+/// The columns of [`sql::RECORD_OUTCOMES`], one element per outcome, in the order of job ids.
+///
+/// Rows are locked in the order of the ids bound: the statement's join drives from the arrays,
+/// looking each id up in the primary key. Binding every batch in id order (here, and for the
+/// heartbeat in [`lease_columns`]) means two statements of any workers lock their common rows
+/// in the same order, so they cannot deadlock. Sorting a few hundred ids in the process costs
+/// nothing next to a statement; a locking subquery with `ORDER BY id FOR UPDATE` would cost a
+/// second pass over the rows in every statement.
+#[derive(Debug, Default, PartialEq)]
+struct OutcomeColumns<'a> {
+    ids: Vec<JobId>,
+    tokens: Vec<Uuid>,
+    states: Vec<&'static str>,
+    delays: Vec<f64>,
+    give_backs: Vec<bool>,
+    error_kinds: Vec<Option<&'static str>>,
+    errors: Vec<Option<&'a str>>,
+}
+
+impl<'a> OutcomeColumns<'a> {
+    fn of(outcomes: &'a [Outcome]) -> Self {
+        let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
+        sorted.sort_by_key(|outcome| outcome.id);
+        let mut columns = Self::default();
+        for outcome in sorted {
+            let (state, delay, give_back, error_kind, error) = match &outcome.decision {
+                Decision::Complete => ("done", Duration::ZERO, false, None, None),
+                Decision::Retry { delay, error } => (
+                    "ready",
+                    *delay,
+                    false,
+                    Some(error.kind),
+                    Some(error.message.as_str()),
+                ),
+                Decision::Dead { error } => (
+                    "dead",
+                    Duration::ZERO,
+                    false,
+                    Some(error.kind),
+                    Some(error.message.as_str()),
+                ),
+                Decision::Snooze { delay } => ("ready", *delay, true, None, None),
+                Decision::Cancel { reason } => (
+                    "cancelled",
+                    Duration::ZERO,
+                    false,
+                    Some("cancelled"),
+                    Some(reason.as_str()),
+                ),
+            };
+            columns.ids.push(outcome.id);
+            columns.tokens.push(outcome.lease_token);
+            columns.states.push(state);
+            columns.delays.push(delay.as_secs_f64());
+            columns.give_backs.push(give_back);
+            columns.error_kinds.push(error_kind);
+            columns.errors.push(error);
+        }
+        columns
+    }
+}
+
 /// Writes many outcomes in one statement; returns, per outcome in order, whether its lease
-/// still held (and so whether it was written).
+/// still held (and so whether it was written). Rows are locked in id order (see
+/// [`OutcomeColumns`]).
 pub async fn record_outcomes(
     pool: &PgPool,
     outcomes: &[Outcome],
 ) -> Result<Vec<Fenced>, sqlx::Error> {
-    let mut ids = Vec::with_capacity(outcomes.len());
-    let mut tokens = Vec::with_capacity(outcomes.len());
-    let mut states = Vec::with_capacity(outcomes.len());
-    let mut delays = Vec::with_capacity(outcomes.len());
-    let mut give_backs = Vec::with_capacity(outcomes.len());
-    let mut error_kinds: Vec<Option<&str>> = Vec::with_capacity(outcomes.len());
-    let mut errors: Vec<Option<&str>> = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        let (state, delay, give_back, error_kind, error) = match &outcome.decision {
-            Decision::Complete => ("done", Duration::ZERO, false, None, None),
-            Decision::Retry { delay, error } => (
-                "ready",
-                *delay,
-                false,
-                Some(error.kind),
-                Some(error.message.as_str()),
-            ),
-            Decision::Dead { error } => (
-                "dead",
-                Duration::ZERO,
-                false,
-                Some(error.kind),
-                Some(error.message.as_str()),
-            ),
-            Decision::Snooze { delay } => ("ready", *delay, true, None, None),
-            Decision::Cancel { reason } => (
-                "cancelled",
-                Duration::ZERO,
-                false,
-                Some("cancelled"),
-                Some(reason.as_str()),
-            ),
-        };
-        ids.push(outcome.id);
-        tokens.push(outcome.lease_token);
-        states.push(state);
-        delays.push(delay.as_secs_f64());
-        give_backs.push(give_back);
-        error_kinds.push(error_kind);
-        errors.push(error);
-    }
+    let columns = OutcomeColumns::of(outcomes);
     let written: Vec<(JobId, Uuid)> = sqlx::query_as(sql::RECORD_OUTCOMES)
-        .bind(&ids)
-        .bind(&tokens)
-        .bind(&states)
-        .bind(&delays)
-        .bind(&give_backs)
-        .bind(&error_kinds)
-        .bind(&errors)
+        .bind(&columns.ids)
+        .bind(&columns.tokens)
+        .bind(&columns.states)
+        .bind(&columns.delays)
+        .bind(&columns.give_backs)
+        .bind(&columns.error_kinds)
+        .bind(&columns.errors)
         .fetch_all(pool)
         .await?;
     let written: HashSet<(JobId, Uuid)> = written.into_iter().collect();
-    Ok(ids
+    Ok(outcomes
         .iter()
-        .zip(&tokens)
-        .map(|(id, token)| {
-            if written.contains(&(*id, *token)) {
+        .map(|outcome| {
+            if written.contains(&(outcome.id, outcome.lease_token)) {
                 Fenced::Written
             } else {
                 Fenced::LeaseLost
@@ -200,18 +222,27 @@ pub async fn record_outcomes(
         .collect())
 }
 
+/// The columns of [`sql::HEARTBEAT`] for runs `(id, token, lease)`, in the order of job ids, so
+/// that rows are locked in id order (see [`OutcomeColumns`]).
+fn lease_columns(held: &[(JobId, Uuid, Duration)]) -> (Vec<JobId>, Vec<Uuid>, Vec<f64>) {
+    let mut sorted = held.to_vec();
+    sorted.sort_by_key(|(id, _, _)| *id);
+    let ids = sorted.iter().map(|(id, _, _)| *id).collect();
+    let tokens = sorted.iter().map(|(_, token, _)| *token).collect();
+    let leases = sorted
+        .iter()
+        .map(|(_, _, lease)| lease.as_secs_f64())
+        .collect();
+    (ids, tokens, leases)
+}
+
 /// Extends the leases of the given runs, `(id, token, lease)`, each by its own lease; returns
-/// the runs, `(id, token)`, whose lease still held.
+/// the runs, `(id, token)`, whose lease still held. Rows are locked in id order.
 pub async fn heartbeat(
     pool: &PgPool,
     held: &[(JobId, Uuid, Duration)],
 ) -> Result<Vec<(JobId, Uuid)>, sqlx::Error> {
-    let ids: Vec<JobId> = held.iter().map(|(id, _, _)| *id).collect();
-    let tokens: Vec<Uuid> = held.iter().map(|(_, token, _)| *token).collect();
-    let leases: Vec<f64> = held
-        .iter()
-        .map(|(_, _, lease)| lease.as_secs_f64())
-        .collect();
+    let (ids, tokens, leases) = lease_columns(held);
     sqlx::query_as(sql::HEARTBEAT)
         .bind(&ids)
         .bind(&tokens)
@@ -338,4 +369,67 @@ pub async fn schedule_pass(
         inserted,
         now,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use jobs_core::AttemptError;
+
+    use super::*;
+
+    #[test]
+    fn outcomes_are_bound_in_id_order() {
+        let outcome = |id: JobId, decision: Decision| Outcome {
+            id,
+            lease_token: Uuid::new_v4(),
+            decision,
+        };
+        let outcomes = [
+            outcome(30, Decision::Complete),
+            outcome(
+                10,
+                Decision::Dead {
+                    error: AttemptError {
+                        kind: "permanent",
+                        message: String::from("bad"),
+                    },
+                },
+            ),
+            outcome(
+                20,
+                Decision::Snooze {
+                    delay: Duration::from_secs(2),
+                },
+            ),
+        ];
+        let columns = OutcomeColumns::of(&outcomes);
+        assert_eq!(columns.ids, [10, 20, 30]);
+        assert_eq!(
+            columns.tokens,
+            [
+                outcomes[1].lease_token,
+                outcomes[2].lease_token,
+                outcomes[0].lease_token
+            ]
+        );
+        assert_eq!(columns.states, ["dead", "ready", "done"]);
+        assert_eq!(columns.delays, [0.0, 2.0, 0.0]);
+        assert_eq!(columns.give_backs, [false, true, false]);
+        assert_eq!(columns.error_kinds, [Some("permanent"), None, None]);
+        assert_eq!(columns.errors, [Some("bad"), None, None]);
+    }
+
+    #[test]
+    fn leases_are_bound_in_id_order() {
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let held = [
+            (9, a, Duration::from_secs(9)),
+            (3, b, Duration::from_secs(3)),
+            (5, c, Duration::from_secs(5)),
+        ];
+        let (ids, tokens, leases) = lease_columns(&held);
+        assert_eq!(ids, [3, 5, 9]);
+        assert_eq!(tokens, [b, c, a]);
+        assert_eq!(leases, [3.0, 5.0, 9.0]);
+    }
 }

@@ -18,6 +18,7 @@ mod exactly_once;
 mod lease_control;
 mod lease_tokens;
 mod outbox;
+mod outcome_writes;
 mod outcomes;
 mod resilience;
 mod schedules;

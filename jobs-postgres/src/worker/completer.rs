@@ -1,28 +1,41 @@
 //! Writes run outcomes back to the database, many per statement.
 //!
-//! Executors hand their outcomes over and free their slot at once; the completer writes whatever
-//! has accumulated in one fenced statement, then the next batch. Under load a batch holds every
+//! Executors hand their outcomes over and free their slot; the completer writes whatever has
+//! accumulated in one fenced statement, then the next batch. Under load a batch holds every
 //! outcome that arrived while the previous one was being written; when idle, an outcome is
 //! written alone, without waiting. The crash window: outcomes handed over but not yet written are
 //! lost with the process, and those jobs run again after their lease expires (at least once).
 //!
-//! An outcome that cannot be written (the database is unreachable) is retried with backoff for
-//! as long as its lease may still hold by this process's clock; after that it is dropped with an
-//! error logged, and the rescue brings the job back. A stop at once writes nothing more.
+//! The queue between them is bounded: it holds at most [`queue_capacity`] outcomes (one batch)
+//! besides the batch being written. When it is full (the database is slow or unreachable), an
+//! executor waits for room with its slot still held, so the worker claims no more jobs instead of
+//! piling up outcomes in memory. Nothing is lost by waiting: the waiting runs' leases are still
+//! renewed. The completer never waits for an executor, and stops on a stop at once, which frees
+//! every waiting executor (they then write nothing either).
+//!
+//! An outcome that cannot be written (the database is unreachable, read-only during a failover,
+//! a lock not granted in time) is retried with backoff for as long as its lease may still hold by
+//! this process's clock; after that it is dropped with an error logged, and the rescue brings the
+//! job back. A stop at once writes nothing more.
 
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
 use super::backoff::ReconnectBackoff;
-use super::Shared;
+use super::{refusal, Shared};
 use crate::metrics::{self, DropReason};
 use crate::store::{self, Fenced, Outcome};
+
+/// How many outcomes the completer's queue holds, besides the batch being written: one batch.
+pub fn queue_capacity(max_batch: usize) -> usize {
+    max_batch.max(1)
+}
 
 /// Receives outcomes until `drain` is set and nothing is left, writing them in batches.
 pub async fn complete(
     shared: Arc<Shared>,
-    mut outcomes: mpsc::UnboundedReceiver<Outcome>,
+    mut outcomes: mpsc::Receiver<Outcome>,
     mut drain: watch::Receiver<bool>,
     max_batch: usize,
 ) {
@@ -60,23 +73,11 @@ pub async fn complete(
 /// refused on its own is dropped with an error logged, and its job comes back when its lease
 /// expires (the heartbeat stops renewing it).
 pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
-    let Some((batch, error)) = write_batch(shared, batch).await else {
-        return;
-    };
-    if batch.len() == 1 {
-        refused(shared, &batch, &error);
-        return;
-    }
-    tracing::warn!(%error, outcomes = batch.len(), "the database refused a batch of outcomes; writing them one by one");
-    for outcome in batch {
-        if let Some((alone, error)) = write_batch(shared, vec![outcome]).await {
-            refused(shared, &alone, &error);
-        }
-    }
-}
-
-fn refused(shared: &Shared, batch: &[Outcome], error: &sqlx::Error) {
-    for outcome in batch {
+    let done = refusal::batch_then_one_by_one(batch, "outcomes", |batch| async move {
+        write_batch(shared, batch).await.map(|()| Vec::<()>::new())
+    })
+    .await;
+    for (outcome, error) in done.refused {
         tracing::error!(
             job.id = outcome.id,
             %error,
@@ -92,13 +93,13 @@ fn refused(shared: &Shared, batch: &[Outcome], error: &sqlx::Error) {
 async fn write_batch(
     shared: &Shared,
     mut batch: Vec<Outcome>,
-) -> Option<(Vec<Outcome>, sqlx::Error)> {
+) -> Result<(), (Vec<Outcome>, sqlx::Error)> {
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
     let mut abandoned = shared.abandoned.clone();
     loop {
         let written = tokio::select! {
             written = store::record_outcomes(&shared.pool, &batch) => written,
-            Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return None,
+            Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return Ok(()),
         };
         match written {
             Ok(fenced) => {
@@ -112,9 +113,9 @@ async fn write_batch(
                     }
                     shared.running.remove(outcome.id, outcome.lease_token);
                 }
-                return None;
+                return Ok(());
             }
-            Err(error) if is_refusal(&error) => return Some((batch, error)),
+            Err(error) if refusal::is_refusal(&error) => return Err((batch, error)),
             Err(error) => {
                 batch.retain(|outcome| {
                     let may_hold = shared.running.may_hold(outcome.id, outcome.lease_token);
@@ -130,32 +131,15 @@ async fn write_batch(
                     may_hold
                 });
                 if batch.is_empty() {
-                    return None;
+                    return Ok(());
                 }
                 let delay = backoff.next_delay();
                 tracing::warn!(%error, outcomes = batch.len(), ?delay, "could not record outcomes; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
-                    Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return None,
+                    Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return Ok(()),
                 }
             }
         }
-    }
-}
-
-/// Whether the database refused the statement for what it says (bad data), as opposed to an
-/// error in reaching it, worth retrying: connection errors (SQLSTATE class 08), a rollback
-/// such as a deadlock (40), insufficient resources such as too many connections (53), a
-/// shutdown or restart (57), a system error (58), and every error that is not the server's
-/// answer (I/O, TLS, protocol, pool timeouts).
-fn is_refusal(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Database(error) => !error.code().is_some_and(|code| {
-            ["08", "40", "53", "57", "58"]
-                .iter()
-                .any(|class| code.starts_with(class))
-        }),
-        sqlx::Error::Encode(_) | sqlx::Error::TypeNotFound { .. } => true,
-        _ => false,
     }
 }

@@ -55,7 +55,9 @@ pub enum Completion {
     /// Outcomes go to one completer that writes all that have accumulated in one statement
     /// (group commit): no added wait when idle, few statements under load. A crash can lose
     /// the outcomes handed over but not yet written, up to one batch plus those queued: those
-    /// jobs run again once their lease expires.
+    /// jobs run again once their lease expires. The queue holds at most `max_batch` outcomes;
+    /// when it is full (the database slow or unreachable), a finished run waits for room with
+    /// its slot held, so the worker claims no more until outcomes are written again.
     Batched {
         /// Most outcomes written by one statement.
         max_batch: usize,

@@ -67,8 +67,12 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
     // The completer forgets the job once its outcome is written.
     match &shared.completer {
         Some(completer) => {
+            // The slot is freed once the completer's queue takes the outcome: while the queue is
+            // full, this worker claims nothing more (backpressure). The completer is gone only
+            // on a stop at once, and then `write` writes nothing.
+            let sent = completer.send(outcome).await;
             drop(permit);
-            if let Err(unsent) = completer.send(outcome) {
+            if let Err(unsent) = sent {
                 completer::write(&shared, vec![unsent.0]).await;
             }
         }

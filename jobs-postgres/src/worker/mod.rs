@@ -8,7 +8,8 @@
 //! numbers as gauges), [`Relay`](crate::outbox::Relay)s of the outbox attached with
 //! [`WorkerBuilder::relay`],
 //! [`listener`] (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own
-//! lease), [`signal`] (SIGINT/SIGTERM for binaries), [`config`] (settings).
+//! lease), [`refusal`] (errors worth retrying, and row-by-row fallback), [`signal`]
+//! (SIGINT/SIGTERM for binaries), [`config`] (settings).
 //!
 //! Stopping: [`WorkerHandle::shutdown`] (or a first signal) stops claiming, lets running jobs
 //! finish within the grace period, then interrupts the rest and hands them back as ready, the
@@ -25,6 +26,7 @@ mod listener;
 mod maintenance;
 mod producer;
 mod pruner;
+mod refusal;
 pub(crate) mod running;
 mod scheduler;
 mod signal;
@@ -133,8 +135,9 @@ pub(crate) struct Shared {
     pub(crate) running: RunningJobs,
     /// The per-job metrics of the kinds and queues this worker runs.
     pub(crate) metrics: WorkerMetrics,
-    /// Where executors hand their outcomes, in batched completion.
-    pub(crate) completer: Option<mpsc::UnboundedSender<Outcome>>,
+    /// Where executors hand their outcomes, in batched completion: a bounded queue (see
+    /// [`completer::queue_capacity`]); an executor waits for room with its slot held.
+    pub(crate) completer: Option<mpsc::Sender<Outcome>>,
     /// Set when shutdown begins: stop claiming; jobs can see it in their context.
     pub(crate) shutdown_requested: watch::Sender<bool>,
     /// Set when the grace period is over: interrupt running jobs and hand them back.
@@ -421,7 +424,7 @@ impl Worker {
         let (stop_now, abandoned) = watch::channel(false);
         let (completer, outcomes) = match self.config.completion {
             Completion::Batched { max_batch } => {
-                let (sender, receiver) = mpsc::unbounded_channel();
+                let (sender, receiver) = mpsc::channel(completer::queue_capacity(max_batch));
                 (Some(sender), Some((receiver, max_batch)))
             }
             Completion::PerJob => (None, None),
@@ -508,7 +511,7 @@ async fn supervise(
     schedules: Vec<Schedule>,
     relays: Vec<RelayTask>,
     mut requested: watch::Receiver<bool>,
-    outcomes: Option<(mpsc::UnboundedReceiver<Outcome>, usize)>,
+    outcomes: Option<(mpsc::Receiver<Outcome>, usize)>,
 ) {
     let (drain, drained) = watch::channel(false);
     let completer = outcomes.map(|(outcomes, max_batch)| {

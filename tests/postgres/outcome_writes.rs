@@ -1,0 +1,300 @@
+//! Writing outcomes through trouble: errors worth retrying are retried rather than dropped, and
+//! the completer's queue is bounded, so that executors wait instead of memory growing.
+
+use std::time::Duration;
+
+use jobs::postgres::sql;
+use jobs::postgres::worker::Completion;
+use jobs::WorkerConfig;
+
+use crate::support::{fast_config, plan_nodes, start_worker, wait_until, Db};
+use crate::test_jobs::record_run;
+
+/// While `outage` holds a SQLSTATE, every write that takes a job out of `running` fails with
+/// that SQLSTATE, as the database would answer during a failover (`25006`), under a lock
+/// timeout (`55P03`) or after killing an idle transaction (`25P03`). Each refusal is counted in
+/// the sequence `outage_hits`, which no rollback undoes.
+async fn simulate_outcome_outage(db: &Db, sqlstate: &str) {
+    for statement in [
+        "CREATE TABLE outage (sqlstate text NOT NULL)",
+        "CREATE SEQUENCE outage_hits",
+        "CREATE FUNCTION refuse_outcomes() RETURNS trigger LANGUAGE plpgsql AS $$
+         DECLARE
+             code text;
+         BEGIN
+             SELECT sqlstate INTO code FROM outage LIMIT 1;
+             IF code IS NOT NULL THEN
+                 PERFORM nextval('outage_hits');
+                 RAISE EXCEPTION 'simulated outage' USING ERRCODE = code;
+             END IF;
+             RETURN NEW;
+         END $$",
+        "CREATE TRIGGER refuse_outcomes BEFORE UPDATE ON jobs_queue FOR EACH ROW
+         WHEN (OLD.state = 'running' AND NEW.state <> 'running')
+         EXECUTE FUNCTION refuse_outcomes()",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO outage (sqlstate) VALUES ($1)")
+        .bind(sqlstate)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+async fn end_outage(db: &Db) {
+    sqlx::query("DELETE FROM outage")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+async fn wait_for_refusals(db: &Db, at_least: i64) {
+    let pool = db.pool.clone();
+    wait_until(&format!("{at_least} refused outcome writes"), || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outage_hits",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+                >= at_least
+        }
+    })
+    .await;
+}
+
+fn retrying_config() -> WorkerConfig {
+    WorkerConfig {
+        max_reconnect_delay: Duration::from_millis(100),
+        ..fast_config()
+    }
+}
+
+/// A job whose outcome write fails with `sqlstate` for a while is done once the trouble is
+/// over, its attempt counted once: the outcome was retried, not dropped.
+async fn an_outcome_write_failing_with(sqlstate: &str) {
+    let db = Db::new().await;
+    simulate_outcome_outage(&db, sqlstate).await;
+    let id = record_run::enqueue(&db.pool, sqlstate.into())
+        .await
+        .unwrap()
+        .id();
+    let worker = start_worker(&db.pool, &["record_run"], retrying_config());
+    wait_for_refusals(&db, 3).await;
+    assert_eq!(db.job(id).await.state, "running");
+    end_outage(&db).await;
+    let job = db.wait_for_state(id, "done").await;
+    worker.shutdown().await;
+    assert_eq!(job.attempts, 1, "the outcome of the first run was written");
+    assert!(job.errors.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_refused_by_a_read_only_database_is_retried() {
+    an_outcome_write_failing_with("25006").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_refused_by_a_lock_timeout_is_retried() {
+    an_outcome_write_failing_with("55P03").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_refused_by_an_idle_transaction_timeout_is_retried() {
+    an_outcome_write_failing_with("25P03").await;
+}
+
+/// A lock timeout as PostgreSQL raises it, not only as a trigger does: the outcome waits for a
+/// row another transaction holds, times out, and is written once the row is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_write_that_times_out_on_a_lock_is_retried() {
+    let db = Db::new().await;
+    sqlx::query("CREATE TABLE releases (job_id bigint PRIMARY KEY)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!(
+        "ALTER DATABASE \"{database}\" SET lock_timeout = '200ms'"
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let worker_pool = db.other_pool(5).await;
+    let lock_timeout: String = sqlx::query_scalar("SHOW lock_timeout")
+        .fetch_one(&worker_pool)
+        .await
+        .unwrap();
+    assert_eq!(lock_timeout, "200ms");
+    let id = crate::test_jobs::waits_for_release::enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    let worker = start_worker(&worker_pool, &["waits_for_release"], retrying_config());
+    db.wait_for_state(id, "running").await;
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL lock_timeout = 0")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    sqlx::query("SELECT 1 FROM jobs_queue WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO releases (job_id) VALUES ($1)")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // The outcome's statement ran and failed (it cannot succeed while the row is locked): its
+    // session is idle again with that statement as its last.
+    let pool = db.pool.clone();
+    wait_until("an outcome write to time out on the lock", || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                 WHERE datname = current_database() AND state = 'idle'
+                   AND query LIKE '%WITH recorded AS%' AND query NOT LIKE '%pg_stat_activity%')",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    })
+    .await;
+    assert_eq!(db.job(id).await.state, "running");
+    holder.commit().await.unwrap();
+    let job = db.wait_for_state(id, "done").await;
+    worker.shutdown().await;
+    assert_eq!(job.attempts, 1);
+    assert!(job.errors.is_empty());
+}
+
+/// With the database unable to take outcomes, the completer's queue fills up and executors wait
+/// for room holding their slots: the worker stops claiming instead of running jobs whose
+/// outcomes pile up in memory. Nothing is lost once the database takes outcomes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_outcome_queue_holds_executors_back() {
+    let db = Db::new().await;
+    // Too many connections: an error of reach, retried for as long as the leases hold.
+    simulate_outcome_outage(&db, "53300").await;
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        ids.push(
+            record_run::enqueue(&db.pool, format!("job {n}"))
+                .await
+                .unwrap()
+                .id(),
+        );
+    }
+    let config = WorkerConfig {
+        default_concurrency: 2,
+        // One outcome being written, one queued (the queue holds `max_batch`), and one waiting
+        // in each of the two slots: four jobs run, two stay ready.
+        completion: Completion::Batched { max_batch: 1 },
+        ..retrying_config()
+    };
+    let worker = start_worker(&db.pool, &["record_run"], config);
+    wait_for_refusals(&db, 8).await;
+    assert_eq!(db.count("SELECT count(*) FROM runs").await, 4);
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'ready' AND attempts = 0")
+            .await,
+        2,
+        "no claim while the executors wait"
+    );
+    end_outage(&db).await;
+    for id in &ids {
+        let job = db.wait_for_state(*id, "done").await;
+        assert_eq!(job.attempts, 1);
+    }
+    worker.shutdown().await;
+    assert_eq!(db.count("SELECT count(*) FROM runs").await, 6);
+}
+
+/// The heartbeat and the outcomes lock their rows in the order of the ids bound (which the
+/// worker sorts): the join drives from the arrays and looks each id up in the primary key, on a
+/// table with many rows and a full batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
+                                 lease_token, lease_expires_at, attempted_at)
+         SELECT 'record_run', 'default', '{}'::jsonb, 'running', 1, 8,
+                gen_random_uuid(), now() + interval '1 hour', now()
+         FROM generate_series(1, 100000) AS n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE jobs_queue")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let (ids, tokens): (Vec<i64>, Vec<uuid::Uuid>) = sqlx::query_as::<_, (i64, uuid::Uuid)>(
+        "SELECT id, lease_token FROM jobs_queue ORDER BY id LIMIT 500",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .unzip();
+    let count = ids.len();
+    let explain = |statement: &str| format!("EXPLAIN (FORMAT JSON) {statement}");
+    let heartbeat: serde_json::Value = sqlx::query_scalar(&explain(sql::HEARTBEAT))
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(vec![30.0_f64; count])
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let outcomes: serde_json::Value = sqlx::query_scalar(&explain(sql::RECORD_OUTCOMES))
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(vec!["done"; count])
+        .bind(vec![0.0_f64; count])
+        .bind(vec![false; count])
+        .bind(vec![None::<&str>; count])
+        .bind(vec![None::<&str>; count])
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    for (name, plan) in [("heartbeat", heartbeat), ("outcomes", outcomes)] {
+        println!("{name}: {plan:#}");
+        let nodes = plan_nodes(&plan);
+        let join = nodes
+            .iter()
+            .find(|node| {
+                node["Plans"].as_array().is_some_and(|children| {
+                    children.iter().any(|child| {
+                        child["Relation Name"] == "jobs_queue"
+                            && child["Node Type"] != "ModifyTable"
+                    })
+                })
+            })
+            .unwrap_or_else(|| panic!("{name}: no join over jobs_queue"));
+        let children = join["Plans"].as_array().unwrap();
+        assert_eq!(join["Node Type"], "Nested Loop", "{name}: {join:#}");
+        assert_eq!(
+            children[0]["Node Type"], "Function Scan",
+            "{name}: the arrays drive the join"
+        );
+        assert_eq!(
+            (
+                children[1]["Node Type"].as_str(),
+                children[1]["Index Name"].as_str()
+            ),
+            (Some("Index Scan"), Some("jobs_queue_pkey")),
+            "{name}: each id looked up in the primary key"
+        );
+    }
+}
