@@ -12,6 +12,7 @@
 //! | [`PICKUP_LATENCY_SECONDS`] | histogram | `kind`, `queue` | how long due jobs waited for a claim |
 //! | [`OUTCOMES_DROPPED_TOTAL`] | counter | `reason` | outcomes not written, by [`DropReason`] |
 //! | [`RESCUED_TOTAL`] | counter | `kind`, `queue`, `state` | expired leases rescued |
+//! | [`RESCUES_REFUSED_TOTAL`] | counter | `kind`, `queue` | expired leases the database refused to rescue |
 //! | [`READY`] | gauge | `kind`, `queue` | due jobs waiting for a slot |
 //! | [`SCHEDULED`] | gauge | `kind`, `queue` | ready jobs whose `run_at` is ahead |
 //! | [`RUNNING`] | gauge | `kind`, `queue` | jobs a worker holds |
@@ -33,7 +34,7 @@ mod gauges;
 mod runs;
 
 pub use gauges::Gauges;
-pub(crate) use runs::{outcome_dropped, rescued, WorkerMetrics};
+pub(crate) use runs::{outcome_dropped, rescue_refused, rescued, WorkerMetrics};
 
 use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use jobs_core::Decision;
@@ -59,6 +60,11 @@ pub const OUTCOMES_DROPPED_TOTAL: &str = "jobs_outcomes_dropped_total";
 /// labelled `kind`, `queue` and `state` (`ready` to run again, or `dead` when out of attempts).
 /// Each means a worker stopped renewing a lease: it crashed, paused or lost the database.
 pub const RESCUED_TOTAL: &str = "jobs_rescued_total";
+
+/// Counter: expired leases the database refused to rescue (a constraint or trigger refused the
+/// row's new state), labelled `kind` and `queue`. Each such job is set aside by this process's
+/// rescue for a while, stays `running` and is logged as an error; the other jobs are rescued.
+pub const RESCUES_REFUSED_TOTAL: &str = "jobs_rescues_refused_total";
 
 /// Gauge: ready jobs that are due, waiting for a free slot, labelled `kind` and `queue`.
 pub const READY: &str = "jobs_ready";
@@ -87,12 +93,13 @@ pub const OLDEST_READY_AGE_SECONDS: &str = "jobs_oldest_ready_age_seconds";
 pub const LONGEST_EXPIRED_LEASE_SECONDS: &str = "jobs_longest_expired_lease_seconds";
 
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
     OUTCOMES_DROPPED_TOTAL,
     RESCUED_TOTAL,
+    RESCUES_REFUSED_TOTAL,
     READY,
     SCHEDULED,
     RUNNING,
@@ -228,6 +235,11 @@ pub fn describe() {
         RESCUED_TOTAL,
         Unit::Count,
         "Running jobs whose lease expired, brought back by this process's rescue, by kind, queue and new state."
+    );
+    describe_counter!(
+        RESCUES_REFUSED_TOTAL,
+        Unit::Count,
+        "Expired leases the database refused to rescue, by kind and queue; each job is set aside for a while, stays running and is logged as an error."
     );
     describe_gauge!(
         READY,

@@ -279,15 +279,17 @@ WITH completed AS (
 )
 SELECT id FROM completed";
 
-/// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
-/// up, recording the expiry as that attempt's error. A rescued job keeps its `run_at`, so it goes
-/// before the jobs that became ready after it.
-pub const RESCUE_EXPIRED: &str = "
+/// The rescue of expired leases, for the rows that `$selection` picks among the running jobs
+/// whose lease expired (see [`RESCUE_EXPIRED`] and [`RESCUE_JOBS`]).
+macro_rules! rescue_jobs {
+    ($selection:literal) => {
+        concat!(
+            "
 WITH expired AS (
     SELECT id FROM jobs_queue
-    WHERE state = 'running' AND lease_expires_at < now()
-    ORDER BY lease_expires_at
-    LIMIT $1
+    WHERE state = 'running' AND lease_expires_at < now()",
+            $selection,
+            "
     FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs_queue AS j
@@ -300,7 +302,36 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
         'error', 'lease expired: the worker stopped renewing it (crashed, paused or cut off)'))
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.kind, j.queue, j.state";
+RETURNING j.id, j.kind, j.queue, j.state"
+        )
+    };
+}
+
+/// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
+/// up, recording the expiry as that attempt's error; skips the jobs `$2` (rows this worker set
+/// aside after the database refused to rescue them). A rescued job keeps its `run_at`, so it goes
+/// before the jobs that became ready after it.
+pub const RESCUE_EXPIRED: &str = rescue_jobs!(
+    "
+      AND id <> ALL($2)
+    ORDER BY lease_expires_at
+    LIMIT $1"
+);
+
+/// The jobs [`RESCUE_EXPIRED`] would take (up to `$1`, skipping `$2`), without taking them: what
+/// a rescue the database refused goes through one row at a time. Returns id, kind and queue.
+pub const LIST_EXPIRED: &str = "
+SELECT id, kind, queue FROM jobs_queue
+WHERE state = 'running' AND lease_expires_at < now() AND id <> ALL($2)
+ORDER BY lease_expires_at
+LIMIT $1";
+
+/// Rescues the jobs `$1` as [`RESCUE_EXPIRED`] does, those whose lease is still expired and that
+/// no other rescue holds; returns what it returns.
+pub const RESCUE_JOBS: &str = rescue_jobs!(
+    "
+      AND id = ANY($1)"
+);
 
 // ---------------------------------------------------------------------------------------------
 // Operating the queue: health numbers, dead letters, retention (see `crate::admin`).

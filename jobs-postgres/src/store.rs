@@ -264,10 +264,48 @@ pub struct RescuedJob {
     pub state: String,
 }
 
-/// Returns up to `limit` jobs whose lease expired to ready (or dead when out of attempts).
-pub async fn rescue_expired(pool: &PgPool, limit: usize) -> Result<Vec<RescuedJob>, sqlx::Error> {
+/// Returns up to `limit` jobs whose lease expired to ready (or dead when out of attempts),
+/// skipping the jobs `set_aside`.
+pub async fn rescue_expired(
+    pool: &PgPool,
+    limit: usize,
+    set_aside: &[JobId],
+) -> Result<Vec<RescuedJob>, sqlx::Error> {
     sqlx::query_as(sql::RESCUE_EXPIRED)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(set_aside)
+        .fetch_all(pool)
+        .await
+}
+
+/// A running job whose lease expired, not rescued yet: its id, kind and queue.
+#[derive(Debug, Clone, FromRow, PartialEq, Eq)]
+pub struct ExpiredJob {
+    /// The job's id.
+    pub id: JobId,
+    /// Its kind.
+    pub kind: String,
+    /// Its queue.
+    pub queue: String,
+}
+
+/// The jobs [`rescue_expired`] would take, without taking them.
+pub async fn list_expired(
+    pool: &PgPool,
+    limit: usize,
+    set_aside: &[JobId],
+) -> Result<Vec<ExpiredJob>, sqlx::Error> {
+    sqlx::query_as(sql::LIST_EXPIRED)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(set_aside)
+        .fetch_all(pool)
+        .await
+}
+
+/// Rescues the jobs `ids` as [`rescue_expired`] does, those whose lease is still expired.
+pub async fn rescue_jobs(pool: &PgPool, ids: &[JobId]) -> Result<Vec<RescuedJob>, sqlx::Error> {
+    sqlx::query_as(sql::RESCUE_JOBS)
+        .bind(ids)
         .fetch_all(pool)
         .await
 }

@@ -20,6 +20,7 @@ mod lease_tokens;
 mod outbox;
 mod outcome_writes;
 mod outcomes;
+mod rescue_refusal;
 mod resilience;
 mod schedules;
 mod schema;

@@ -10,7 +10,7 @@ use ::metrics::{counter, histogram, Counter, Histogram, SharedString};
 
 use super::{
     labels, DropReason, OutcomeLabel, OUTCOMES_DROPPED_TOTAL, PICKUP_LATENCY_SECONDS,
-    RESCUED_TOTAL, RUNS_TOTAL, RUN_SECONDS,
+    RESCUED_TOTAL, RESCUES_REFUSED_TOTAL, RUNS_TOTAL, RUN_SECONDS,
 };
 
 /// The series of one kind in one queue, each registered with the recorder the first time it is
@@ -145,6 +145,16 @@ impl WorkerMetrics {
 /// An outcome was decided but not written, for `reason`.
 pub(crate) fn outcome_dropped(reason: DropReason) {
     counter!(OUTCOMES_DROPPED_TOTAL, labels::REASON => reason.as_str()).increment(1);
+}
+
+/// The database refused this process's rescue of a job of `kind` in `queue`.
+pub(crate) fn rescue_refused(kind: &str, queue: &str) {
+    counter!(
+        RESCUES_REFUSED_TOTAL,
+        labels::KIND => kind.to_owned(),
+        labels::QUEUE => queue.to_owned()
+    )
+    .increment(1);
 }
 
 /// This process's rescue brought back a job of `kind` in `queue` as `state`.

@@ -5,12 +5,15 @@
 //! connection during an outage, say): an interrupted renewal or rescue is simply not done, and
 //! the next one, by this worker or another, does it.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use super::Shared;
+use jobs_core::JobId;
+
+use super::{refusal, Shared};
 use crate::metrics;
-use crate::store::{self, RescuedJob};
+use crate::store::{self, ExpiredJob, RescuedJob};
 
 /// Renews the leases of every job this worker runs, in one statement per beat, until the worker
 /// stops.
@@ -68,12 +71,66 @@ pub async fn rescuer(shared: Arc<Shared>) {
     }
 }
 
+/// How long a job the database refused to rescue is left out of this worker's sweeps before it
+/// is tried again (and, if still refused, logged and set aside again).
+pub(crate) const SET_ASIDE_FOR: Duration = Duration::from_secs(600);
+
+/// Jobs the database refused to rescue, left out of this worker's sweeps for [`SET_ASIDE_FOR`] so
+/// that one such row does not cost every sweep a failed statement and a row-by-row pass.
+#[derive(Debug, Default)]
+pub(crate) struct SetAside {
+    until: Mutex<HashMap<JobId, Instant>>,
+}
+
+impl SetAside {
+    fn with_rows<T>(&self, action: impl FnOnce(&mut HashMap<JobId, Instant>) -> T) -> T {
+        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        action(&mut until)
+    }
+
+    /// Sets job `id` aside from `now` for [`SET_ASIDE_FOR`].
+    fn insert(&self, id: JobId, now: Instant) {
+        self.with_rows(|until| until.insert(id, now + SET_ASIDE_FOR));
+    }
+
+    /// The jobs still set aside at `now`; forgets the others.
+    fn ids(&self, now: Instant) -> Vec<JobId> {
+        self.with_rows(|until| {
+            until.retain(|_, until| *until > now);
+            until.keys().copied().collect()
+        })
+    }
+}
+
 /// Returns every job whose lease expired to ready (or dead when out of attempts), in batches.
+///
+/// When the database refuses a batch for what it says (one row breaks a constraint or a trigger
+/// of the application's), the expired jobs are rescued one at a time instead: each row refused on
+/// its own is set aside (an error logged, [`RESCUES_REFUSED_TOTAL`] counted, left out of this
+/// worker's sweeps for [`SET_ASIDE_FOR`]), and every other job is rescued.
+///
+/// [`RESCUES_REFUSED_TOTAL`]: crate::metrics::RESCUES_REFUSED_TOTAL
 pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error> {
+    let limit = shared.config.rescue_batch;
     let mut all = Vec::new();
     loop {
-        let batch = store::rescue_expired(&shared.pool, shared.config.rescue_batch).await?;
-        let full = batch.len() == shared.config.rescue_batch;
+        let set_aside = shared.rescue_set_aside.ids(Instant::now());
+        let (batch, full) = match store::rescue_expired(&shared.pool, limit, &set_aside).await {
+            Ok(batch) => {
+                let full = batch.len() == limit;
+                (batch, full)
+            }
+            Err(error) if refusal::is_refusal(&error) => {
+                tracing::warn!(%error, "the database refused a rescue of expired leases; rescuing them one by one");
+                let expired = store::list_expired(&shared.pool, limit, &set_aside).await?;
+                let listed = expired.len();
+                let (batch, refused) = rescue_one_by_one(shared, expired).await?;
+                // Rows another rescue holds are skipped: stop rather than list them again.
+                let full = listed == limit && batch.len() + refused > 0;
+                (batch, full)
+            }
+            Err(error) => return Err(error),
+        };
         for job in &batch {
             tracing::warn!(
                 job.id,
@@ -88,5 +145,73 @@ pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error
         if !full {
             return Ok(all);
         }
+    }
+}
+
+/// Rescues `expired` one at a time; sets aside each job the database refuses to rescue. Returns
+/// the jobs rescued and how many were set aside; an error of reach ends the pass.
+async fn rescue_one_by_one(
+    shared: &Shared,
+    expired: Vec<ExpiredJob>,
+) -> Result<(Vec<RescuedJob>, usize), sqlx::Error> {
+    let unreachable: Mutex<Option<sqlx::Error>> = Mutex::new(None);
+    let unreachable_ref = &unreachable;
+    let done = refusal::one_by_one(expired, |jobs| async move {
+        if unreachable_ref
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+        {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<JobId> = jobs.iter().map(|job| job.id).collect();
+        match store::rescue_jobs(&shared.pool, &ids).await {
+            Ok(rescued) => Ok(rescued),
+            Err(error) if refusal::is_refusal(&error) => Err((jobs, error)),
+            Err(error) => {
+                *unreachable_ref
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(error);
+                Ok(Vec::new())
+            }
+        }
+    })
+    .await;
+    let now = Instant::now();
+    let refused = done.refused.len();
+    for (job, error) in done.refused {
+        tracing::error!(
+            job.id,
+            job.kind,
+            job.queue,
+            %error,
+            set_aside_for = ?SET_ASIDE_FOR,
+            "lease expired, but the database refuses to rescue this job; it is set aside and the others are rescued: remove the cause the error names, or the job"
+        );
+        metrics::rescue_refused(&job.kind, &job.queue);
+        shared.rescue_set_aside.insert(job.id, now);
+    }
+    match unreachable
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+    {
+        Some(error) => Err(error),
+        None => Ok((done.written, refused)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_aside_job_comes_back_after_a_while() {
+        let set_aside = SetAside::default();
+        let now = Instant::now();
+        set_aside.insert(7, now);
+        assert_eq!(set_aside.ids(now), [7]);
+        assert_eq!(set_aside.ids(now + SET_ASIDE_FOR / 2), [7]);
+        assert!(set_aside.ids(now + SET_ASIDE_FOR).is_empty());
+        assert!(set_aside.ids(now).is_empty(), "forgotten once expired");
     }
 }

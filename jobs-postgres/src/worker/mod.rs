@@ -133,6 +133,8 @@ pub(crate) struct Shared {
     pub(crate) states: StateMap,
     pub(crate) config: WorkerConfig,
     pub(crate) running: RunningJobs,
+    /// Jobs the database refused to rescue, left out of this worker's rescues for a while.
+    pub(crate) rescue_set_aside: maintenance::SetAside,
     /// The per-job metrics of the kinds and queues this worker runs.
     pub(crate) metrics: WorkerMetrics,
     /// Where executors hand their outcomes, in batched completion: a bounded queue (see
@@ -440,6 +442,7 @@ impl Worker {
             states: self.states,
             config: self.config,
             running: RunningJobs::default(),
+            rescue_set_aside: maintenance::SetAside::default(),
             metrics,
             completer,
             shutdown_requested: watch::Sender::new(false),
