@@ -114,6 +114,7 @@ pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error
     let limit = shared.config.rescue_batch;
     let mut all = Vec::new();
     loop {
+        let mut unreachable = None;
         let set_aside = shared.rescue_set_aside.ids(Instant::now());
         let (batch, full) = match store::rescue_expired(&shared.pool, limit, &set_aside).await {
             Ok(batch) => {
@@ -124,10 +125,11 @@ pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error
                 tracing::warn!(%error, "the database refused a rescue of expired leases; rescuing them one by one");
                 let expired = store::list_expired(&shared.pool, limit, &set_aside).await?;
                 let listed = expired.len();
-                let (batch, refused) = rescue_one_by_one(shared, expired).await?;
+                let pass = rescue_one_by_one(shared, expired).await;
+                unreachable = pass.unreachable;
                 // Rows another rescue holds are skipped: stop rather than list them again.
-                let full = listed == limit && batch.len() + refused > 0;
-                (batch, full)
+                let full = listed == limit && pass.rescued.len() + pass.refused > 0;
+                (pass.rescued, full && unreachable.is_none())
             }
             Err(error) => return Err(error),
         };
@@ -142,18 +144,28 @@ pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error
             metrics::rescued(&job.kind, &job.queue, &job.state);
         }
         all.extend(batch);
+        if let Some(error) = unreachable {
+            return Err(error);
+        }
         if !full {
             return Ok(all);
         }
     }
 }
 
-/// Rescues `expired` one at a time; sets aside each job the database refuses to rescue. Returns
-/// the jobs rescued and how many were set aside; an error of reach ends the pass.
-async fn rescue_one_by_one(
-    shared: &Shared,
-    expired: Vec<ExpiredJob>,
-) -> Result<(Vec<RescuedJob>, usize), sqlx::Error> {
+/// What a row-by-row rescue did.
+struct OneByOne {
+    /// The jobs rescued.
+    rescued: Vec<RescuedJob>,
+    /// How many jobs were set aside.
+    refused: usize,
+    /// The error of reach that ended the pass early, if one did.
+    unreachable: Option<sqlx::Error>,
+}
+
+/// Rescues `expired` one at a time; sets aside each job the database refuses to rescue. An
+/// error of reach ends the pass.
+async fn rescue_one_by_one(shared: &Shared, expired: Vec<ExpiredJob>) -> OneByOne {
     let unreachable: Mutex<Option<sqlx::Error>> = Mutex::new(None);
     let unreachable_ref = &unreachable;
     let done = refusal::one_by_one(expired, |jobs| async move {
@@ -191,12 +203,12 @@ async fn rescue_one_by_one(
         metrics::rescue_refused(&job.kind, &job.queue);
         shared.rescue_set_aside.insert(job.id, now);
     }
-    match unreachable
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner)
-    {
-        Some(error) => Err(error),
-        None => Ok((done.written, refused)),
+    OneByOne {
+        rescued: done.written,
+        refused,
+        unreachable: unreachable
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner),
     }
 }
 
