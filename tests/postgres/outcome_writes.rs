@@ -298,3 +298,98 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
         );
     }
 }
+
+/// A stop at once does not wait for executors waiting on a full outcome queue: they write
+/// nothing, and their jobs come back when their leases expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_at_once_frees_executors_waiting_on_a_full_outcome_queue() {
+    let db = Db::new().await;
+    simulate_outcome_outage(&db, "53300").await;
+    for n in 0..6 {
+        record_run::enqueue(&db.pool, format!("job {n}"))
+            .await
+            .unwrap();
+    }
+    let config = WorkerConfig {
+        default_concurrency: 2,
+        completion: Completion::Batched { max_batch: 1 },
+        ..retrying_config()
+    };
+    let worker = start_worker(&db.pool, &["record_run"], config);
+    wait_until("four runs, two of them waiting on the full queue", || {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM runs")
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 4
+        }
+    })
+    .await;
+    wait_for_refusals(&db, 3).await;
+    let stopping = std::time::Instant::now();
+    worker.stop_now().await;
+    assert!(
+        stopping.elapsed() < Duration::from_secs(1),
+        "stopped at once: {:?}",
+        stopping.elapsed()
+    );
+    end_outage(&db).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'running'")
+            .await,
+        4,
+        "left to their leases"
+    );
+}
+
+/// A graceful shutdown with executors waiting on a full outcome queue ends once the database
+/// takes outcomes again, every outcome written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_waits_for_the_outcomes_of_a_full_queue() {
+    let db = Db::new().await;
+    simulate_outcome_outage(&db, "53300").await;
+    for n in 0..6 {
+        record_run::enqueue(&db.pool, format!("job {n}"))
+            .await
+            .unwrap();
+    }
+    let config = WorkerConfig {
+        default_concurrency: 2,
+        completion: Completion::Batched { max_batch: 1 },
+        ..retrying_config()
+    };
+    let worker = start_worker(&db.pool, &["record_run"], config);
+    wait_until("four runs, two of them waiting on the full queue", || {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM runs")
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 4
+        }
+    })
+    .await;
+    wait_for_refusals(&db, 3).await;
+    let shutdown = tokio::spawn(worker.shutdown());
+    wait_for_refusals(&db, 6).await;
+    end_outage(&db).await;
+    tokio::time::timeout(Duration::from_secs(20), shutdown)
+        .await
+        .expect("the shutdown ends")
+        .unwrap();
+    assert_eq!(db.count("SELECT count(*) FROM runs").await, 4);
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'done' AND attempts = 1")
+            .await,
+        4,
+        "every outcome written"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'ready' AND attempts = 0")
+            .await,
+        2
+    );
+}
