@@ -20,11 +20,26 @@ CREATE TABLE IF NOT EXISTS jobs_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )";
 
-/// Versions and names already applied.
-pub const APPLIED_MIGRATIONS: &str = "SELECT version, name FROM jobs_migrations ORDER BY version";
+/// Whether the migration history exists yet (a read, which needs no CREATE privilege).
+pub const MIGRATIONS_TABLE_EXISTS: &str = "SELECT to_regclass('jobs_migrations') IS NOT NULL";
 
-/// Records one applied migration.
-pub const RECORD_MIGRATION: &str = "INSERT INTO jobs_migrations (version, name) VALUES ($1, $2)";
+/// Adds the checksum of each migration to a history written before checksums were recorded.
+pub const ADD_MIGRATION_CHECKSUMS: &str =
+    "ALTER TABLE jobs_migrations ADD COLUMN IF NOT EXISTS checksum text";
+
+/// Versions, names and checksums already applied. The checksum is read through the row's JSON
+/// so that a history without the column (written by an older version) reads as NULL checksums.
+pub const APPLIED_MIGRATIONS: &str = "
+SELECT version, name, to_jsonb(m) ->> 'checksum' AS checksum
+FROM jobs_migrations AS m ORDER BY version";
+
+/// Records one applied migration with its checksum.
+pub const RECORD_MIGRATION: &str =
+    "INSERT INTO jobs_migrations (version, name, checksum) VALUES ($1, $2, $3)";
+
+/// Records the checksum `$2` of migration `$1`, applied before checksums were recorded.
+pub const RECORD_MIGRATION_CHECKSUM: &str =
+    "UPDATE jobs_migrations SET checksum = $2 WHERE version = $1 AND checksum IS NULL";
 
 /// Inserts one job without a dedupe key.
 ///
