@@ -634,6 +634,15 @@ SET kind = EXCLUDED.kind, queue = EXCLUDED.queue, description = EXCLUDED.descrip
 WHERE (jobs_schedules.kind, jobs_schedules.queue, jobs_schedules.description, jobs_schedules.missed)
       IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.description, EXCLUDED.missed)";
 
+/// Registers schedule `$1` again (kind `$2`, queue `$3`, description `$4`, missed-ticks policy
+/// `$5`) when its row was removed while a worker still declares it, with every tick up to `$6`
+/// (the last this worker saw dealt with; now when NULL) counted as dealt with, so that the ticks
+/// since follow the missed-ticks policy. A row registered meanwhile by another process is kept.
+pub const REREGISTER_SCHEDULE: &str = "
+INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
+VALUES ($1, $2, $3, $4, $5, coalesce($6, now()))
+ON CONFLICT (name) DO NOTHING";
+
 /// Locks schedule `$1` for a scheduling pass (waiting for a pass of another process to end) and
 /// returns the last tick dealt with and the database's clock.
 pub const LOCK_SCHEDULE: &str = "
@@ -667,6 +676,12 @@ pub const LIST_SCHEDULES: &str = "
 SELECT name, kind, queue, description, missed, created_at, last_tick_at, last_success_at,
        now() AS now
 FROM jobs_schedules ORDER BY name";
+
+/// Locks schedule `$1` for its removal; returns its kind, description, last tick dealt with and
+/// the database's clock.
+pub const LOCK_SCHEDULE_FOR_REMOVAL: &str = "
+SELECT kind, description, last_tick_at, now() AS now FROM jobs_schedules WHERE name = $1
+FOR UPDATE";
 
 /// Removes schedule `$1`; returns its name when it existed. Its jobs stay.
 pub const REMOVE_SCHEDULE: &str = "DELETE FROM jobs_schedules WHERE name = $1 RETURNING name";
