@@ -130,11 +130,15 @@ pub enum OutboxCommand {
 /// What to do with a schedule.
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
-    /// Forget a schedule, so that it is no longer listed or checked; its jobs stay. A worker
-    /// that still declares it registers it again.
+    /// Forget a schedule, so that it is no longer listed or checked; its jobs stay. A schedule
+    /// still kept up with (fewer than two ticks due since the last one dealt with) is refused
+    /// without --force: a worker that still declares it registers it again.
     Remove {
         /// The schedule's name.
         name: String,
+        /// Remove it even when its ticks are being kept up with.
+        #[arg(long)]
+        force: bool,
     },
 }
 

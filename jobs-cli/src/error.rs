@@ -42,6 +42,16 @@ pub enum CliError {
     /// `dead show` named a job that does not exist.
     #[error("no job {0}: never enqueued, or already discarded or pruned")]
     NoSuchJob(JobId),
+    /// `schedule remove` without `--force` on a schedule whose ticks are being kept up with.
+    #[error("schedule {name} is still kept up with (last tick dealt with at {last_tick}{next}): a worker probably declares it and would register it again; remove it from the code and stop those workers, or pass --force")]
+    ScheduleActive {
+        /// The schedule.
+        name: String,
+        /// The last tick dealt with, RFC 3339.
+        last_tick: String,
+        /// ", next due at ..." when it has a next tick.
+        next: String,
+    },
     /// The async runtime could not start.
     #[error("could not start: {0}")]
     Runtime(#[source] std::io::Error),

@@ -13,6 +13,7 @@ pub mod duration;
 pub mod error;
 pub mod kind;
 mod macro_support;
+pub mod name;
 pub mod new_job;
 pub mod outcome;
 pub mod registry;
@@ -28,10 +29,11 @@ pub use error::{
     JobResult,
 };
 pub use kind::{BoxFuture, Handler, InvocationError, JobKind, JobOptions, JobRegistration};
+pub use name::{check_kind_name, check_queue_name, NameError, NameOf, MAX_NAME_LEN};
 pub use new_job::{EncodeError, NewJob, RunAt};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
 pub use registry::{Registry, RegistryError};
-pub use retry::RetryPolicy;
+pub use retry::{MaxAttemptsError, RetryPolicy};
 pub use schedule::{
     check_cron, Cadence, MissedTicks, Schedule, ScheduleError, ScheduleOptions, TickPlan,
 };

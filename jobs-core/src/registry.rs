@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::kind::JobRegistration;
+use crate::name::{check_kind_name, check_queue_name, NameError};
+use crate::retry::{MaxAttemptsError, RetryPolicy};
 use crate::state::StateMap;
 
 /// Why a set of registrations cannot be run.
@@ -28,6 +30,24 @@ pub enum RegistryError {
         /// The missing type.
         type_name: &'static str,
     },
+    /// A kind's name or default queue breaks the [naming rules](crate::name).
+    #[error("job `{function}` cannot be registered: {error}")]
+    InvalidName {
+        /// The function that defines the kind.
+        function: &'static str,
+        /// The rule broken.
+        #[source]
+        error: NameError,
+    },
+    /// A kind's `max_attempts` is 0 or does not fit the database's integer.
+    #[error("job kind `{kind}` cannot be registered: {error}")]
+    InvalidMaxAttempts {
+        /// The job kind.
+        kind: &'static str,
+        /// The value refused.
+        #[source]
+        error: MaxAttemptsError,
+    },
     /// A kind that was asked for is not registered.
     #[error("no job kind named `{0}` is registered")]
     UnknownKind(String),
@@ -45,12 +65,15 @@ impl Registry {
         Self::from_registrations(inventory::iter::<JobRegistration>.into_iter().copied())
     }
 
-    /// A registry of the given kinds; fails when two share a name.
+    /// A registry of the given kinds; fails when two share a name, or when a kind's name,
+    /// default queue or `max_attempts` cannot be stored (see [`crate::name`] and
+    /// [`RetryPolicy::check_max_attempts`]).
     pub fn from_registrations(
         registrations: impl IntoIterator<Item = JobRegistration>,
     ) -> Result<Self, RegistryError> {
         let mut kinds: BTreeMap<&'static str, JobRegistration> = BTreeMap::new();
         for registration in registrations {
+            check_registration(&registration)?;
             if let Some(existing) = kinds.get(registration.name) {
                 let (first, second) = if existing.function <= registration.function {
                     (existing.function, registration.function)
@@ -116,6 +139,22 @@ impl Registry {
     }
 }
 
+/// Checks what a registration would store in every job row: its names and `max_attempts`.
+fn check_registration(registration: &JobRegistration) -> Result<(), RegistryError> {
+    let invalid_name = |error| RegistryError::InvalidName {
+        function: registration.function,
+        error,
+    };
+    check_kind_name(registration.name).map_err(invalid_name)?;
+    check_queue_name(registration.options.queue).map_err(invalid_name)?;
+    RetryPolicy::check_max_attempts(registration.options.retry.max_attempts).map_err(|error| {
+        RegistryError::InvalidMaxAttempts {
+            kind: registration.name,
+            error,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +185,51 @@ mod tests {
             error.to_string(),
             "job kind `send` is defined twice: by `app::a::send` and by `app::b::send`; give one of them another `name = \"...\"`"
         );
+    }
+
+    #[test]
+    fn names_that_break_the_rules_are_refused() {
+        static LONG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let long: &'static str = LONG.get_or_init(|| "k".repeat(3000));
+        let error = Registry::from_registrations([registration(long, "app::long")]).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                RegistryError::InvalidName {
+                    function: "app::long",
+                    error: NameError::TooLong { len: 3000, .. }
+                }
+            ),
+            "{error:?}"
+        );
+        let mut spaced = registration("send", "app::send");
+        spaced.options.queue = "mail queue";
+        let error = Registry::from_registrations([spaced]).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                RegistryError::InvalidName {
+                    error: NameError::BadCharacter { character: ' ', .. },
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn max_attempts_beyond_the_database_integer_are_refused() {
+        let mut many = registration("send", "app::send");
+        many.options.retry.max_attempts = 3_000_000_000;
+        assert_eq!(
+            Registry::from_registrations([many]).unwrap_err(),
+            RegistryError::InvalidMaxAttempts {
+                kind: "send",
+                error: MaxAttemptsError(3_000_000_000)
+            }
+        );
+        many.options.retry.max_attempts = 0;
+        assert!(Registry::from_registrations([many]).is_err());
     }
 
     #[test]

@@ -44,6 +44,9 @@ impl RetryPolicy {
     /// Default jitter: delays are multiplied by a factor drawn from `[0.5, 1.0]`.
     pub const DEFAULT_JITTER: f64 = 0.5;
 
+    /// Most attempts a job may have: the database stores the count as a 4-byte integer.
+    pub const MAX_ATTEMPTS_LIMIT: u32 = i32::MAX as u32;
+
     /// The default policy, usable in constants.
     pub const DEFAULT: RetryPolicy = RetryPolicy {
         max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
@@ -81,11 +84,27 @@ impl RetryPolicy {
         (self.backoff(attempt, 1.0), self.backoff(attempt, 0.0))
     }
 
+    /// Checks that `max_attempts` is from 1 to [`MAX_ATTEMPTS_LIMIT`](Self::MAX_ATTEMPTS_LIMIT):
+    /// a larger count would not fit the database's integer, and is refused rather than
+    /// silently lowered.
+    pub fn check_max_attempts(max_attempts: u32) -> Result<(), MaxAttemptsError> {
+        if (1..=Self::MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+            Ok(())
+        } else {
+            Err(MaxAttemptsError(max_attempts))
+        }
+    }
+
     /// Whether a job that has used `attempts` attempts may run again.
     pub fn has_attempts_left(&self, attempts: u32) -> bool {
         attempts < self.max_attempts
     }
 }
+
+/// A `max_attempts` out of range: below 1, or beyond what the database stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("`max_attempts` is {0}: it must be from 1 to {limit}", limit = RetryPolicy::MAX_ATTEMPTS_LIMIT)]
+pub struct MaxAttemptsError(pub u32);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -123,6 +142,17 @@ mod tests {
             ..RetryPolicy::default()
         };
         assert_eq!(policy.backoff(2, 0.9), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn max_attempts_must_fit_the_database() {
+        RetryPolicy::check_max_attempts(1).unwrap();
+        RetryPolicy::check_max_attempts(2_147_483_647).unwrap();
+        assert_eq!(
+            RetryPolicy::check_max_attempts(3_000_000_000),
+            Err(MaxAttemptsError(3_000_000_000))
+        );
+        assert_eq!(RetryPolicy::check_max_attempts(0), Err(MaxAttemptsError(0)));
     }
 
     #[test]

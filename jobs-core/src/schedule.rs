@@ -17,6 +17,10 @@ use crate::duration::{format_duration, parse_duration};
 /// Longest lateness a tick may have and still count as on time, whatever its period.
 pub const MAX_LATE_TOLERANCE: Duration = Duration::from_secs(60);
 
+/// How far back [`Schedule::previous_tick`] steps when the cron parser's backward search
+/// answers a tick after the time asked about (around a daylight-saving change).
+const DST_SEARCH_STEP: TimeDelta = TimeDelta::hours(1);
+
 /// Shortest interval an `every` schedule may have.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -310,12 +314,30 @@ impl Schedule {
     }
 
     /// The latest tick at or before `at`.
+    ///
+    /// Around a daylight-saving change the cron parser's backward search can answer a tick
+    /// after `at` (the second of two equal wall-clock times) or step over one, while its
+    /// forward search does not: the answer is checked, and corrected by walking forward from a
+    /// tick that is surely earlier.
     pub fn previous_tick(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match &self.timing {
-            Timing::Cron { cron, timezone, .. } => cron
-                .find_previous_occurrence(&at.with_timezone(timezone), true)
-                .ok()
-                .map(|tick| tick.with_timezone(&Utc)),
+            Timing::Cron { cron, timezone, .. } => {
+                let backward = |from: DateTime<Utc>| {
+                    cron.find_previous_occurrence(&from.with_timezone(timezone), true)
+                        .ok()
+                        .map(|tick| tick.with_timezone(&Utc))
+                };
+                let mut start = backward(at)?;
+                let mut from = at;
+                while start > at {
+                    from = from.checked_sub_signed(DST_SEARCH_STEP)?;
+                    start = backward(from)?;
+                }
+                while let Some(next) = self.next_tick_after(start).filter(|next| *next <= at) {
+                    start = next;
+                }
+                Some(start)
+            }
             Timing::Every(interval) => Some(floor_to(at, interval_delta(*interval))),
         }
     }
@@ -566,5 +588,98 @@ mod tests {
             every.ticks_since(success, at("2026-01-01T00:00:05Z"), grace, 10),
             2
         );
+    }
+
+    /// Every tick of `schedule` in `(after, until]`, oldest first.
+    fn ticks_between(
+        schedule: &Schedule,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Vec<DateTime<Utc>> {
+        let mut ticks = schedule.ticks_back(after, until, 1_000);
+        ticks.reverse();
+        ticks
+    }
+
+    #[test]
+    fn a_time_skipped_by_spring_forward_runs_once_when_the_clocks_resume() {
+        // Europe/Paris, 2026-03-29: at 02:00 (01:00 UTC) the clocks jump to 03:00; 02:30 never
+        // happens that day. The 02:30 job runs once, at 03:00 local (01:00 UTC), the first
+        // instant after the gap, then at 02:30 local again the next day.
+        let nightly = Schedule::cron("report", "30 2 * * *", "Europe/Paris").unwrap();
+        assert_eq!(
+            ticks_between(
+                &nightly,
+                at("2026-03-27T12:00:00Z"),
+                at("2026-03-30T12:00:00Z")
+            ),
+            vec![
+                at("2026-03-28T01:30:00Z"),
+                at("2026-03-29T01:00:00Z"),
+                at("2026-03-30T00:30:00Z"),
+            ]
+        );
+        assert_eq!(
+            nightly.next_tick_after(at("2026-03-28T12:00:00Z")),
+            Some(at("2026-03-29T01:00:00Z"))
+        );
+        assert_eq!(
+            nightly.previous_tick(at("2026-03-29T06:00:00Z")),
+            Some(at("2026-03-29T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_time_repeated_by_fall_back_runs_once() {
+        // Europe/Paris, 2026-10-25: at 03:00 summer time (01:00 UTC) the clocks go back to
+        // 02:00; 02:30 happens twice (00:30 and 01:30 UTC). The 02:30 job runs once, at the
+        // first of them.
+        let nightly = Schedule::cron("report", "30 2 * * *", "Europe/Paris").unwrap();
+        assert_eq!(
+            ticks_between(
+                &nightly,
+                at("2026-10-23T12:00:00Z"),
+                at("2026-10-26T12:00:00Z")
+            ),
+            vec![
+                at("2026-10-24T00:30:00Z"),
+                at("2026-10-25T00:30:00Z"),
+                at("2026-10-26T01:30:00Z"),
+            ]
+        );
+        assert_eq!(
+            nightly.next_tick_after(at("2026-10-25T00:30:00Z")),
+            Some(at("2026-10-26T01:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn hourly_cron_ticks_follow_the_real_hours_across_both_changes() {
+        let hourly = Schedule::cron("sweep", "0 * * * *", "Europe/Paris").unwrap();
+        // Spring forward: the local day has 23 hours, and so 23 ticks an hour apart.
+        let spring = ticks_between(
+            &hourly,
+            at("2026-03-28T23:00:00Z"),
+            at("2026-03-29T22:00:00Z"),
+        );
+        assert_eq!(spring.len(), 23, "{spring:?}");
+        assert!(spring
+            .windows(2)
+            .all(|pair| pair[1] - pair[0] == TimeDelta::hours(1)));
+        // Fall back: the local day has 25 hours; 02:00 local comes twice and ticks each time,
+        // an hour apart like every other hour.
+        let autumn = ticks_between(
+            &hourly,
+            at("2026-10-24T22:00:00Z"),
+            at("2026-10-25T23:00:00Z"),
+        );
+        assert_eq!(autumn.len(), 25, "{autumn:?}");
+        assert!(autumn
+            .windows(2)
+            .all(|pair| pair[1] - pair[0] == TimeDelta::hours(1)));
+        // The pass just after the second 02:00 plans that one tick, once.
+        let plan = hourly.plan(at("2026-10-25T00:00:00Z"), at("2026-10-25T01:00:00.5Z"));
+        assert_eq!(plan.enqueue, vec![at("2026-10-25T01:00:00Z")]);
+        assert_eq!(plan.missed, 0);
     }
 }

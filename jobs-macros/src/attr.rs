@@ -7,9 +7,11 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ExprUnary, Ident, Lit, LitStr, Meta, Token, UnOp};
 
+use jobs_core::name::check_name;
 use jobs_core::schedule::MIN_INTERVAL;
 use jobs_core::{
-    check_cron, format_duration, parse_duration, DedupeScope, DurationError, MissedTicks,
+    check_cron, format_duration, parse_duration, DedupeScope, DurationError, MissedTicks, NameOf,
+    RetryPolicy,
 };
 
 use crate::errors::Errors;
@@ -128,8 +130,8 @@ impl JobAttr {
 
     fn set(&mut self, key: &str, value: &Expr, errors: &mut Errors) {
         match key {
-            "name" => self.name = non_empty_string(key, value, errors),
-            "queue" => self.queue = non_empty_string(key, value, errors),
+            "name" => self.name = name(key, NameOf::Kind, value, errors),
+            "queue" => self.queue = name(key, NameOf::Queue, value, errors),
             "max_attempts" => self.max_attempts = max_attempts(value, errors),
             "priority" => self.priority = priority(value, errors),
             "timeout" => self.timeout = duration(key, value, errors),
@@ -223,6 +225,21 @@ fn non_empty_string(key: &str, value: &Expr, errors: &mut Errors) -> Option<Sett
     })
 }
 
+/// A kind or queue name that follows the rules of [`jobs_core::name`].
+fn name(key: &str, of: NameOf, value: &Expr, errors: &mut Errors) -> Option<Setting<String>> {
+    let setting = non_empty_string(key, value, errors)?;
+    match check_name(of, &setting.value) {
+        Ok(()) => Some(setting),
+        Err(error) => {
+            errors.push(syn::Error::new(
+                setting.span,
+                format!("invalid `{key}`: {error}"),
+            ));
+            None
+        }
+    }
+}
+
 fn integer(key: &str, value: &Expr, errors: &mut Errors) -> Option<(i128, Span)> {
     let (literal, negative) = match value {
         Expr::Lit(ExprLit {
@@ -280,9 +297,18 @@ fn max_attempts(value: &Expr, errors: &mut Errors) -> Option<Setting<u32>> {
         return None;
     }
     match u32::try_from(number) {
-        Ok(value) => Some(Setting { value, span }),
-        Err(_) => {
-            errors.error(value, "`max_attempts` is too large");
+        Ok(attempts) if attempts <= RetryPolicy::MAX_ATTEMPTS_LIMIT => Some(Setting {
+            value: attempts,
+            span,
+        }),
+        _ => {
+            errors.error(
+                value,
+                format!(
+                    "`max_attempts` must be at most {}: the database stores it as a 4-byte integer",
+                    RetryPolicy::MAX_ATTEMPTS_LIMIT
+                ),
+            );
             None
         }
     }

@@ -1,10 +1,11 @@
-//! Rules that involve more than one key, or the attribute and the function: dedupe placeholders
+//! Rules that involve more than one key, or the attribute and the function: a kind named after
+//! its function follows the naming rules, dedupe placeholders
 //! must name data arguments, the backoff cap must not be below its base, the heartbeat must be
 //! shorter than the lease, and a schedule is one cadence, with settings that need it, on a
 //! function without data arguments.
 
 use jobs_core::dedupe::{parse_template, TemplatePart};
-use jobs_core::MissedTicks;
+use jobs_core::{check_kind_name, MissedTicks};
 use syn::ext::IdentExt;
 
 use crate::ast::JobFn;
@@ -13,11 +14,26 @@ use crate::errors::Errors;
 
 /// Checks every rule that involves more than one key, or a key and the function.
 pub fn check(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
+    check_default_name(attr, job, errors);
     check_dedupe(attr, job, errors);
     check_backoff(attr, errors);
     check_heartbeat(attr, errors);
     check_schedule_keys(attr, errors);
     check_scheduled_arguments(attr, job, errors);
+}
+
+/// Checks that the function's name, when it is the kind's name, follows the naming rules.
+fn check_default_name(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
+    if attr.has("name") {
+        return;
+    }
+    let ident = &job.item.sig.ident;
+    if let Err(error) = check_kind_name(&ident.to_string()) {
+        errors.error(
+            ident,
+            format!("the function's name is the job's kind name, and {error}; set another with `#[job(name = \"...\")]`"),
+        );
+    }
 }
 
 /// Checks the dedupe template against the function's data arguments.

@@ -2,9 +2,15 @@
 //!
 //! Applied by [`migrate`], which any number of processes may call at once: an advisory lock
 //! serializes them and each migration is applied once. The history lives in `jobs_migrations`,
-//! apart from the application's own (sqlx's `_sqlx_migrations` or any other).
+//! apart from the application's own (sqlx's `_sqlx_migrations` or any other), with a checksum
+//! of each migration's SQL, so that a migration edited after it was applied is reported instead
+//! of silently diverging.
+//!
+//! A schema already up to date is checked with reads only: a runtime role with no CREATE
+//! privilege (see the README's least-privilege recipe) may call [`migrate`] at start-up.
 
-use sqlx::{Executor, PgPool};
+use sha2::{Digest, Sha256};
+use sqlx::{Executor, PgConnection, PgPool};
 
 use crate::sql;
 
@@ -17,6 +23,15 @@ pub struct Migration {
     pub name: &'static str,
     /// The SQL it runs.
     pub sql: &'static str,
+}
+
+impl Migration {
+    /// The SHA-256 of its SQL in hex, line endings normalized (a checkout that turns `\n` into
+    /// `\r\n` does not change it).
+    pub fn checksum(&self) -> String {
+        let digest = Sha256::digest(self.sql.replace("\r\n", "\n").as_bytes());
+        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
 }
 
 /// Every migration, oldest first. A released migration is never edited: add a new one.
@@ -72,6 +87,20 @@ pub enum MigrateError {
         /// The name embedded in this crate.
         embedded: &'static str,
     },
+    /// An applied migration's SQL differs from the one embedded under the same version: one of
+    /// them was edited after it was applied, and the schema may not be what this version
+    /// expects.
+    #[error("jobs migration {version} (`{name}`) was applied with checksum {recorded}, but this version embeds checksum {embedded}: the migration was edited after it was applied")]
+    ChecksumMismatch {
+        /// The version.
+        version: i32,
+        /// Its name.
+        name: &'static str,
+        /// The checksum recorded when it was applied.
+        recorded: String,
+        /// The checksum of the SQL embedded in this crate.
+        embedded: String,
+    },
 }
 
 /// What [`migrate`] did.
@@ -81,8 +110,30 @@ pub struct MigrationReport {
     pub applied: Vec<i32>,
 }
 
+/// One row of the history: version, name and checksum (NULL when applied by a version that did
+/// not record checksums).
+type Applied = (i32, String, Option<String>);
+
+/// What the history says about the embedded migrations.
+#[derive(Debug, PartialEq, Eq)]
+enum Status {
+    /// Every migration is applied and its checksum recorded: nothing to write.
+    UpToDate,
+    /// Some migration is not applied, or its checksum not recorded.
+    Behind,
+}
+
 /// Brings the jobs schema up to date, in one transaction, safely from many processes at once.
+///
+/// When the schema is already up to date it only reads (no lock, no CREATE privilege needed);
+/// otherwise it takes the migration lock, reads the history again and applies what is missing.
+/// An applied migration whose name or checksum differs from the embedded one is an error.
 pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
+    let mut conn = pool.acquire().await?;
+    if read_status(&mut conn).await? == Status::UpToDate {
+        return Ok(MigrationReport::default());
+    }
+    drop(conn);
     let mut tx = pool.begin().await?;
     sqlx::query(sql::LOCK_MIGRATIONS)
         .bind(sql::MIGRATION_LOCK_KEY)
@@ -91,36 +142,34 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
     sqlx::query(sql::CREATE_MIGRATIONS_TABLE)
         .execute(&mut *tx)
         .await?;
-    let applied: Vec<(i32, String)> = sqlx::query_as(sql::APPLIED_MIGRATIONS)
+    sqlx::query(sql::ADD_MIGRATION_CHECKSUMS)
+        .execute(&mut *tx)
+        .await?;
+    let applied: Vec<Applied> = sqlx::query_as(sql::APPLIED_MIGRATIONS)
         .fetch_all(&mut *tx)
         .await?;
-    let known = MIGRATIONS.last().map_or(0, |migration| migration.version);
-    if let Some((found, _)) = applied.iter().find(|(version, _)| *version > known) {
-        return Err(MigrateError::NewerSchema {
-            found: *found,
-            known,
-        });
-    }
+    check_history(&applied)?;
     let mut report = MigrationReport::default();
     for migration in MIGRATIONS {
         match applied
             .iter()
-            .find(|(version, _)| *version == migration.version)
+            .find(|(version, _, _)| *version == migration.version)
         {
-            Some((_, recorded)) if recorded != migration.name => {
-                return Err(MigrateError::Mismatch {
-                    version: migration.version,
-                    recorded: recorded.clone(),
-                    embedded: migration.name,
-                });
+            Some((_, _, Some(_))) => continue,
+            Some((_, _, None)) => {
+                sqlx::query(sql::RECORD_MIGRATION_CHECKSUM)
+                    .bind(migration.version)
+                    .bind(migration.checksum())
+                    .execute(&mut *tx)
+                    .await?;
             }
-            Some(_) => continue,
             None => {
                 // A plain string runs through the simple protocol, which allows many statements.
                 tx.execute(migration.sql).await?;
                 sqlx::query(sql::RECORD_MIGRATION)
                     .bind(migration.version)
                     .bind(migration.name)
+                    .bind(migration.checksum())
                     .execute(&mut *tx)
                     .await?;
                 report.applied.push(migration.version);
@@ -132,4 +181,92 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
         tracing::info!(applied = ?report.applied, "jobs schema migrated");
     }
     Ok(report)
+}
+
+/// Reads the history without writing or locking anything, and checks it.
+async fn read_status(conn: &mut PgConnection) -> Result<Status, MigrateError> {
+    let exists: bool = sqlx::query_scalar(sql::MIGRATIONS_TABLE_EXISTS)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !exists {
+        return Ok(Status::Behind);
+    }
+    let applied: Vec<Applied> = sqlx::query_as(sql::APPLIED_MIGRATIONS)
+        .fetch_all(&mut *conn)
+        .await?;
+    check_history(&applied)?;
+    let complete = MIGRATIONS.iter().all(|migration| {
+        applied
+            .iter()
+            .any(|(version, _, checksum)| *version == migration.version && checksum.is_some())
+    });
+    Ok(if complete {
+        Status::UpToDate
+    } else {
+        Status::Behind
+    })
+}
+
+/// Checks the applied migrations against the embedded ones: no newer version, and the same
+/// name and (when recorded) checksum under each version.
+fn check_history(applied: &[Applied]) -> Result<(), MigrateError> {
+    let known = MIGRATIONS.last().map_or(0, |migration| migration.version);
+    if let Some((found, _, _)) = applied.iter().find(|(version, _, _)| *version > known) {
+        return Err(MigrateError::NewerSchema {
+            found: *found,
+            known,
+        });
+    }
+    for migration in MIGRATIONS {
+        let Some((_, recorded, checksum)) = applied
+            .iter()
+            .find(|(version, _, _)| *version == migration.version)
+        else {
+            continue;
+        };
+        if recorded != migration.name {
+            return Err(MigrateError::Mismatch {
+                version: migration.version,
+                recorded: recorded.clone(),
+                embedded: migration.name,
+            });
+        }
+        if let Some(recorded) = checksum {
+            let embedded = migration.checksum();
+            if *recorded != embedded {
+                return Err(MigrateError::ChecksumMismatch {
+                    version: migration.version,
+                    name: migration.name,
+                    recorded: recorded.clone(),
+                    embedded,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksums_ignore_line_endings() {
+        let unix = Migration {
+            version: 1,
+            name: "one",
+            sql: "CREATE TABLE t ();\nSELECT 1;\n",
+        };
+        let windows = Migration {
+            sql: "CREATE TABLE t ();\r\nSELECT 1;\r\n",
+            ..unix
+        };
+        assert_eq!(unix.checksum(), windows.checksum());
+        assert_eq!(unix.checksum().len(), 64);
+        let edited = Migration {
+            sql: "CREATE TABLE t ();\nSELECT 2;\n",
+            ..unix
+        };
+        assert_ne!(unix.checksum(), edited.checksum());
+    }
 }

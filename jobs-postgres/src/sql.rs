@@ -20,11 +20,26 @@ CREATE TABLE IF NOT EXISTS jobs_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )";
 
-/// Versions and names already applied.
-pub const APPLIED_MIGRATIONS: &str = "SELECT version, name FROM jobs_migrations ORDER BY version";
+/// Whether the migration history exists yet (a read, which needs no CREATE privilege).
+pub const MIGRATIONS_TABLE_EXISTS: &str = "SELECT to_regclass('jobs_migrations') IS NOT NULL";
 
-/// Records one applied migration.
-pub const RECORD_MIGRATION: &str = "INSERT INTO jobs_migrations (version, name) VALUES ($1, $2)";
+/// Adds the checksum of each migration to a history written before checksums were recorded.
+pub const ADD_MIGRATION_CHECKSUMS: &str =
+    "ALTER TABLE jobs_migrations ADD COLUMN IF NOT EXISTS checksum text";
+
+/// Versions, names and checksums already applied. The checksum is read through the row's JSON
+/// so that a history without the column (written by an older version) reads as NULL checksums.
+pub const APPLIED_MIGRATIONS: &str = "
+SELECT version, name, to_jsonb(m) ->> 'checksum' AS checksum
+FROM jobs_migrations AS m ORDER BY version";
+
+/// Records one applied migration with its checksum.
+pub const RECORD_MIGRATION: &str =
+    "INSERT INTO jobs_migrations (version, name, checksum) VALUES ($1, $2, $3)";
+
+/// Records the checksum `$2` of migration `$1`, applied before checksums were recorded.
+pub const RECORD_MIGRATION_CHECKSUM: &str =
+    "UPDATE jobs_migrations SET checksum = $2 WHERE version = $1 AND checksum IS NULL";
 
 /// Inserts one job without a dedupe key.
 ///
@@ -651,6 +666,15 @@ SET kind = EXCLUDED.kind, queue = EXCLUDED.queue, description = EXCLUDED.descrip
 WHERE (jobs_schedules.kind, jobs_schedules.queue, jobs_schedules.description, jobs_schedules.missed)
       IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.description, EXCLUDED.missed)";
 
+/// Registers schedule `$1` again (kind `$2`, queue `$3`, description `$4`, missed-ticks policy
+/// `$5`) when its row was removed while a worker still declares it, with every tick up to `$6`
+/// (the last this worker saw dealt with; now when NULL) counted as dealt with, so that the ticks
+/// since follow the missed-ticks policy. A row registered meanwhile by another process is kept.
+pub const REREGISTER_SCHEDULE: &str = "
+INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
+VALUES ($1, $2, $3, $4, $5, coalesce($6, now()))
+ON CONFLICT (name) DO NOTHING";
+
 /// Locks schedule `$1` for a scheduling pass (waiting for a pass of another process to end) and
 /// returns the last tick dealt with and the database's clock.
 pub const LOCK_SCHEDULE: &str = "
@@ -684,6 +708,12 @@ pub const LIST_SCHEDULES: &str = "
 SELECT name, kind, queue, description, missed, created_at, last_tick_at, last_success_at,
        now() AS now
 FROM jobs_schedules ORDER BY name";
+
+/// Locks schedule `$1` for its removal; returns its kind, description, last tick dealt with and
+/// the database's clock.
+pub const LOCK_SCHEDULE_FOR_REMOVAL: &str = "
+SELECT kind, description, last_tick_at, now() AS now FROM jobs_schedules WHERE name = $1
+FOR UPDATE";
 
 /// Removes schedule `$1`; returns its name when it existed. Its jobs stay.
 pub const REMOVE_SCHEDULE: &str = "DELETE FROM jobs_schedules WHERE name = $1 RETURNING name";

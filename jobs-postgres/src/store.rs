@@ -364,23 +364,51 @@ pub struct SchedulePass {
     pub inserted: i64,
     /// The database's clock when the pass began.
     pub now: DateTime<Utc>,
+    /// Whether the schedule's row was missing (removed while this process declares the
+    /// schedule) and was registered again by this pass.
+    pub reregistered: bool,
 }
 
 /// One scheduling pass for `schedule`, in one transaction: locks its row (waiting for another
 /// process's pass), plans the ticks due since the last one dealt with, enqueues them as jobs of
 /// its kind and moves the last tick forward.
+///
+/// When the row is missing (an operator removed the schedule while this process still declares
+/// it), the pass registers it again with every tick up to `dealt_with` (the last this process saw
+/// dealt with; now when `None`) counted as done, so the ticks since follow the missed-ticks
+/// policy, and says so in [`SchedulePass::reregistered`].
 pub async fn schedule_pass(
     pool: &PgPool,
     schedule: &Schedule,
     queue: &str,
     priority: i16,
     max_attempts: u32,
+    dealt_with: Option<DateTime<Utc>>,
 ) -> Result<SchedulePass, sqlx::Error> {
     let mut transaction = pool.begin().await?;
-    let (last_tick, now): (DateTime<Utc>, DateTime<Utc>) = sqlx::query_as(sql::LOCK_SCHEDULE)
+    let locked: Option<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(sql::LOCK_SCHEDULE)
         .bind(schedule.name())
-        .fetch_one(&mut *transaction)
+        .fetch_optional(&mut *transaction)
         .await?;
+    let reregistered = locked.is_none();
+    let (last_tick, now) = match locked {
+        Some(locked) => locked,
+        None => {
+            sqlx::query(sql::REREGISTER_SCHEDULE)
+                .bind(schedule.name())
+                .bind(schedule.kind())
+                .bind(queue)
+                .bind(schedule.describe())
+                .bind(schedule.missed_ticks().to_string())
+                .bind(dealt_with)
+                .execute(&mut *transaction)
+                .await?;
+            sqlx::query_as(sql::LOCK_SCHEDULE)
+                .bind(schedule.name())
+                .fetch_one(&mut *transaction)
+                .await?
+        }
+    };
     let plan = schedule.plan(last_tick, now);
     let mut inserted = 0;
     if !plan.enqueue.is_empty() {
@@ -406,6 +434,7 @@ pub async fn schedule_pass(
         plan,
         inserted,
         now,
+        reregistered,
     })
 }
 

@@ -360,3 +360,93 @@ async fn a_schedule_declared_in_the_attribute_runs() {
         .await;
     assert!(runs >= 2, "{runs} declared ticks done");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on() {
+    let db = Db::new().await;
+    // Every tick runs, late or not: the ticks across the removal can be counted exactly.
+    let worker = start(
+        db.pool.clone(),
+        every_second("tick", MissedTicks::All { max: 100 }),
+    );
+    wait_until("a tick to run", || async {
+        db.count("SELECT count(*) FROM runs").await >= 1
+    })
+    .await;
+    let removal = admin::remove_schedule(&db.pool, "tick", admin::Removal::Force)
+        .await
+        .unwrap();
+    assert_eq!(removal, admin::ScheduleRemoval::Removed);
+    let removed_at = database_now(&db.pool).await;
+    wait_until("the schedule to be registered again", || async {
+        db.count("SELECT count(*) FROM jobs_schedules WHERE name = 'tick'")
+            .await
+            == 1
+    })
+    .await;
+    wait_until(
+        "three ticks after the removal to be enqueued and run",
+        || async {
+            ticks_created_since(&db.pool, removed_at).await.len() >= 3
+            && db
+                .count("SELECT count(*) FROM jobs_queue WHERE schedule = 'tick' AND state = 'done'")
+                .await
+                >= 4
+        },
+    )
+    .await;
+    worker.shutdown().await;
+    // No tick was lost across the removal: the ticks enqueued are consecutive seconds, the
+    // ones that came due while the row was missing included.
+    let ticks: Vec<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT run_at FROM jobs_queue WHERE schedule = 'tick' ORDER BY run_at")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        ticks
+            .windows(2)
+            .all(|pair| pair[1] - pair[0] == TimeDelta::seconds(1)),
+        "{ticks:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_schedule_still_kept_up_with_needs_force() {
+    let db = Db::new().await;
+    let worker = start(db.pool.clone(), every_second("tick", MissedTicks::Latest));
+    wait_until("a tick to run", || async {
+        db.count("SELECT count(*) FROM runs").await >= 1
+    })
+    .await;
+    let refused = admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, admin::ScheduleRemoval::Active { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_schedules WHERE name = 'tick'")
+            .await,
+        1
+    );
+    worker.shutdown().await;
+    // Once no worker keeps it up for two ticks, it goes without force.
+    sqlx::query("UPDATE jobs_schedules SET last_tick_at = last_tick_at - interval '3 seconds'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
+            .await
+            .unwrap(),
+        admin::ScheduleRemoval::Removed
+    );
+    assert_eq!(
+        admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
+            .await
+            .unwrap(),
+        admin::ScheduleRemoval::NotFound
+    );
+}

@@ -95,3 +95,136 @@ async fn claiming_never_walks_done_or_dead_rows() {
         "the claim must not scan the table: {scans:?}"
     );
 }
+
+/// Succeeds at once: a job for the least-privilege runtime role to run.
+#[jobs::job]
+async fn least_privilege_probe() -> jobs::JobResult {
+    Ok(())
+}
+
+/// The README's least-privilege recipe for a runtime role `{role}` of a schema the current role
+/// owns: DML on the jobs tables, read on the history, the sequences, and the same on tables and
+/// sequences that later migrations create.
+const RUNTIME_GRANTS: &[&str] = &[
+    "CREATE ROLE {role} LOGIN",
+    "GRANT USAGE ON SCHEMA public TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs_queue, jobs_schedules, jobs_processed_keys, jobs_outbox TO {role}",
+    "GRANT SELECT ON jobs_migrations TO {role}",
+    "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+    "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
+    "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_role_with_dml_only_migrates_nothing_and_runs_jobs() {
+    let database = TestDatabase::create().await.unwrap();
+    let owner = database.pool(2).await.unwrap();
+    jobs::migrate(&owner).await.unwrap();
+    // Roles are cluster-wide: one per test database.
+    let role = format!("runtime_{}", database.name());
+    for statement in RUNTIME_GRANTS {
+        sqlx::query(&statement.replace("{role}", &role))
+            .execute(&owner)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+    }
+    let runtime = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(database.connect_options().username(&role))
+        .await
+        .unwrap();
+    // Run as a task so that the role is dropped whatever happens.
+    let run = tokio::spawn({
+        let runtime = runtime.clone();
+        async move {
+            let create: bool =
+                sqlx::query_scalar("SELECT has_schema_privilege('public', 'CREATE')")
+                    .fetch_one(&runtime)
+                    .await
+                    .unwrap();
+            assert!(!create, "the runtime role must not have CREATE");
+            let report = jobs::migrate(&runtime)
+                .await
+                .expect("an up-to-date schema migrates without CREATE");
+            assert!(report.applied.is_empty());
+            let id = least_privilege_probe::enqueue(&runtime).await.unwrap().id();
+            let worker = crate::support::start_worker(
+                &runtime,
+                &["least_privilege_probe"],
+                crate::support::fast_config(),
+            );
+            crate::support::wait_until("the probe to be done", || {
+                let runtime = runtime.clone();
+                async move {
+                    sqlx::query_scalar::<_, String>("SELECT state FROM jobs_queue WHERE id = $1")
+                        .bind(id)
+                        .fetch_one(&runtime)
+                        .await
+                        .unwrap()
+                        == "done"
+                }
+            })
+            .await;
+            worker.shutdown().await;
+        }
+    })
+    .await;
+    runtime.close().await;
+    sqlx::query(&format!("DROP OWNED BY {role}"))
+        .execute(&owner)
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP ROLE {role}"))
+        .execute(&owner)
+        .await
+        .unwrap();
+    if let Err(error) = run {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applied_migration_edited_since_is_reported() {
+    let db = Db::new().await;
+    let checksums: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT checksum FROM jobs_migrations ORDER BY version")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    let embedded: Vec<Option<String>> = jobs::postgres::migrate::MIGRATIONS
+        .iter()
+        .map(|migration| Some(migration.checksum()))
+        .collect();
+    assert_eq!(checksums, embedded);
+    sqlx::query("UPDATE jobs_migrations SET checksum = 'edited' WHERE version = 2")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    match jobs::migrate(&db.pool).await {
+        Err(jobs::postgres::migrate::MigrateError::ChecksumMismatch {
+            version: 2,
+            name: "operating",
+            recorded,
+            ..
+        }) => assert_eq!(recorded, "edited"),
+        other => panic!("expected a checksum mismatch, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_from_before_checksums_gets_them() {
+    let db = Db::new().await;
+    sqlx::query("ALTER TABLE jobs_migrations DROP COLUMN checksum")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let report = jobs::migrate(&db.pool).await.unwrap();
+    assert!(report.applied.is_empty());
+    let missing: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs_migrations WHERE checksum IS NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(missing, 0);
+    assert!(jobs::migrate(&db.pool).await.unwrap().applied.is_empty());
+}

@@ -77,3 +77,26 @@ async fn a_kind_whose_heartbeat_is_not_shorter_than_its_lease_fails_at_start() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_name_that_breaks_the_rules_fails_at_start() {
+    let db = Db::new().await;
+    for queue in [
+        "mail queue".to_string(),
+        "q".repeat(129),
+        "mail\r\nPUB".to_string(),
+    ] {
+        let error = Worker::builder(db.pool.clone())
+            .kinds(["default_backoff"])
+            .queue(queue.clone(), 1)
+            .build()
+            .err()
+            .unwrap_or_else(|| panic!("the worker must refuse queue {queue:?}"));
+        assert!(matches!(error, WorkerError::QueueName(_)), "{error}");
+    }
+    Worker::builder(db.pool.clone())
+        .kinds(["default_backoff"])
+        .queue("billing.mail:v2/eu-west_1", 1)
+        .build()
+        .expect("a valid queue name");
+}

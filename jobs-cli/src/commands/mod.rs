@@ -77,7 +77,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             }
         },
         Command::Schedule { command } => match command {
-            ScheduleCommand::Remove { name } => schedule::remove(&pool, &name).await,
+            ScheduleCommand::Remove { name, force } => schedule::remove(&pool, &name, force).await,
         },
         Command::Prune {
             older_than,

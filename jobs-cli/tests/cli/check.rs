@@ -146,7 +146,7 @@ async fn a_removed_schedule_is_no_longer_checked() {
     let db = Db::migrated().await;
     db.execute(
         "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at)
-         VALUES ('retired', 'old_report', 'default', 'every 1m', 'latest', now() - interval '1 hour', now())",
+         VALUES ('retired', 'old_report', 'default', 'every 1m', 'latest', now() - interval '1 hour', now() - interval '1 hour')",
     )
     .await;
     assert_eq!(db.jobs(&["check"]).await.code, 1);
@@ -155,4 +155,33 @@ async fn a_removed_schedule_is_no_longer_checked() {
     db.jobs(&["check"]).await.success();
     let again = db.jobs(&["schedule", "remove", "retired"]).await.success();
     assert_eq!(again.stdout, "no schedule named retired: nothing removed\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_schedule_still_kept_up_with_needs_force() {
+    let db = Db::migrated().await;
+    db.execute(
+        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at)
+         VALUES ('nightly', 'build_report', 'default', 'cron 0 3 * * * in UTC', 'latest', now() - interval '3 days', now() - interval '1 hour')",
+    )
+    .await;
+    let run = db.jobs(&["schedule", "remove", "nightly"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    let line = run.one_line_error();
+    assert!(
+        line.contains("schedule nightly is still kept up with"),
+        "{line}"
+    );
+    assert!(line.contains("--force"), "{line}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_schedules WHERE name = 'nightly'")
+            .await,
+        1
+    );
+    let removed = db
+        .jobs(&["schedule", "remove", "nightly", "--force"])
+        .await
+        .success();
+    assert_eq!(removed.stdout, "removed schedule nightly; its jobs stay\n");
+    assert_eq!(db.count("SELECT count(*) FROM jobs_schedules").await, 0);
 }

@@ -12,7 +12,8 @@
 //!   row unpublished for over 5 minutes, any parked outbox row).
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
-//! - [`remove_schedule`]: forgets a schedule the code no longer declares.
+//! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
+//!   with only when forced).
 //! - [`outbox`]: list parked outbox rows and replay them.
 //! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
 //!   batch at a time, one process at a time; every worker runs it (see
@@ -41,5 +42,5 @@ pub use health::{check, HealthThresholds, Violation};
 pub use human::HumanDuration;
 pub use outbox::{list_parked, replay_parked, ParkedRow};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
-pub use schedules::remove_schedule;
+pub use schedules::{remove_schedule, Removal, ScheduleRemoval};
 pub use stats::{stats, Counts, KindStats, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};

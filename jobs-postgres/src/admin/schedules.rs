@@ -1,17 +1,75 @@
 //! Schedules an operator removes: see [`remove_schedule`].
 
+use chrono::{DateTime, Utc};
+use jobs_core::Schedule;
 use sqlx::PgPool;
 
 use super::AdminError;
 use crate::sql;
 
+/// Whether [`remove_schedule`] removes a schedule that a worker seems to run still.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Remove it only when no tick is being kept up with: at least two of its ticks have come
+    /// due since the last one a scheduling pass dealt with (or its description is unreadable).
+    IfInactive,
+    /// Remove it whatever its ticks say. A worker that still declares it registers it again at
+    /// its next pass.
+    Force,
+}
+
+/// What [`remove_schedule`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduleRemoval {
+    /// The schedule was removed; its jobs stay.
+    Removed,
+    /// There is no schedule by that name.
+    NotFound,
+    /// The schedule is kept up with (a worker probably declares it still, and would register it
+    /// again): nothing was removed. Stop the workers that declare it, or use [`Removal::Force`].
+    Active {
+        /// The last tick a scheduling pass dealt with.
+        last_tick: DateTime<Utc>,
+        /// When its next tick comes due, if it has one.
+        next_tick: Option<DateTime<Utc>>,
+    },
+}
+
 /// Removes the schedule `name` from `jobs_schedules`, so that it is no longer reported (a
-/// schedule removed from the code stays there until then); returns whether it existed. Its jobs
-/// stay. A worker that still declares it registers it again when it starts.
-pub async fn remove_schedule(pool: &PgPool, name: &str) -> Result<bool, AdminError> {
-    let removed: Option<String> = sqlx::query_scalar(sql::REMOVE_SCHEDULE)
+/// schedule removed from the code stays there until then). Its jobs stay.
+///
+/// A schedule whose ticks are being kept up with (fewer than two have come due since the last
+/// one a pass dealt with) is refused unless `removal` is [`Removal::Force`]: some worker probably
+/// still declares it, and would only register it again. The check and the removal hold the
+/// row's lock, so a scheduling pass cannot slip between them.
+pub async fn remove_schedule(
+    pool: &PgPool,
+    name: &str,
+    removal: Removal,
+) -> Result<ScheduleRemoval, AdminError> {
+    let mut transaction = pool.begin().await?;
+    let row: Option<(String, String, DateTime<Utc>, DateTime<Utc>)> =
+        sqlx::query_as(sql::LOCK_SCHEDULE_FOR_REMOVAL)
+            .bind(name)
+            .fetch_optional(&mut *transaction)
+            .await?;
+    let Some((kind, description, last_tick, now)) = row else {
+        return Ok(ScheduleRemoval::NotFound);
+    };
+    if removal == Removal::IfInactive {
+        if let Ok(schedule) = Schedule::parse(name, kind, &description) {
+            if schedule.ticks_back(last_tick, now, 2).len() < 2 {
+                return Ok(ScheduleRemoval::Active {
+                    last_tick,
+                    next_tick: schedule.next_tick_after(last_tick),
+                });
+            }
+        }
+    }
+    sqlx::query(sql::REMOVE_SCHEDULE)
         .bind(name)
-        .fetch_optional(pool)
+        .execute(&mut *transaction)
         .await?;
-    Ok(removed.is_some())
+    transaction.commit().await?;
+    Ok(ScheduleRemoval::Removed)
 }

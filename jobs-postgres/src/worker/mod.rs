@@ -93,6 +93,10 @@ pub enum WorkerError {
         /// The kind it names.
         kind: String,
     },
+    /// A queue given to [`WorkerBuilder::queue`] breaks the naming rules (see
+    /// [`jobs_core::name`]).
+    #[error("worker queue: {0}")]
+    QueueName(#[source] jobs_core::NameError),
     /// Two schedules share a name.
     #[error("two schedules are named `{0}`: give one another name with `Schedule::named`")]
     DuplicateSchedule(String),
@@ -226,7 +230,7 @@ impl WorkerBuilder {
     }
 
     /// Checks everything a worker needs before it runs: unique kind names, state for every
-    /// kind, valid settings and schedules.
+    /// kind, valid settings, queue names and schedules.
     pub fn build(self) -> Result<Worker, WorkerError> {
         self.config.validate()?;
         let registry = match self.registrations {
@@ -255,7 +259,8 @@ impl WorkerBuilder {
                 });
             }
         }
-        for concurrency in self.concurrency.values() {
+        for (queue, concurrency) in &self.concurrency {
+            jobs_core::check_queue_name(queue).map_err(WorkerError::QueueName)?;
             if *concurrency == 0 {
                 return Err(WorkerError::Config(ConfigError {
                     setting: "queue concurrency",

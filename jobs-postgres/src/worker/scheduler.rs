@@ -5,7 +5,9 @@
 //! row (a second process waits, then finds nothing left to do), enqueues the ticks due since
 //! (each with the dedupe key `<schedule>@<tick>`, a second guard against duplicates), moves the
 //! last tick forward and commits. No lock outlives the transaction, so a crashed process leaves
-//! nothing held. The scheduler wakes at each tick by the database's clock (estimated from the
+//! nothing held. A pass that finds the row removed (by an operator, while this process still
+//! declares the schedule) registers it again and says so, rather than failing at every tick.
+//! The scheduler wakes at each tick by the database's clock (estimated from the
 //! last pass) and, when it starts, passes once at once to deal with ticks missed while no
 //! scheduler ran, as each schedule's missed-ticks policy says.
 
@@ -87,8 +89,9 @@ pub async fn schedule(shared: Arc<Shared>, schedules: Vec<Schedule>) {
                 continue;
             }
             let sent_at = Utc::now();
+            let dealt_with = checked_until.get(name).copied();
             let pass = tokio::select! {
-                pass = pass_once(&shared, scheduled) => pass,
+                pass = pass_once(&shared, scheduled, dealt_with) => pass,
                 _ = stop.wait_for(|stop| *stop) => return,
             };
             match pass {
@@ -129,17 +132,31 @@ async fn register(shared: &Shared, scheduled: &[Scheduled]) -> Result<(), sqlx::
     Ok(())
 }
 
-/// One pass for one schedule; returns the database's clock at the pass.
-async fn pass_once(shared: &Shared, scheduled: &Scheduled) -> Result<DateTime<Utc>, sqlx::Error> {
+/// One pass for one schedule, `dealt_with` the database time up to which this process saw its
+/// ticks dealt with; returns the database's clock at the pass.
+async fn pass_once(
+    shared: &Shared,
+    scheduled: &Scheduled,
+    dealt_with: Option<DateTime<Utc>>,
+) -> Result<DateTime<Utc>, sqlx::Error> {
     let pass = store::schedule_pass(
         &shared.pool,
         &scheduled.schedule,
         scheduled.queue,
         scheduled.priority,
         scheduled.max_attempts,
+        dealt_with,
     )
     .await?;
     let name = scheduled.schedule.name();
+    if pass.reregistered {
+        tracing::warn!(
+            schedule = name,
+            kind = scheduled.schedule.kind(),
+            when = scheduled.schedule.describe(),
+            "schedule was removed from jobs_schedules while this worker still declares it: registered it again; remove it from the code (or stop this worker) to retire it"
+        );
+    }
     if pass.plan.missed > 0 {
         tracing::warn!(
             schedule = name,
