@@ -15,6 +15,7 @@ pub mod kind;
 mod macro_support;
 pub mod new_job;
 pub mod outcome;
+pub mod payload;
 pub mod registry;
 pub mod retry;
 pub mod schedule;
@@ -28,8 +29,9 @@ pub use error::{
     JobResult,
 };
 pub use kind::{BoxFuture, Handler, InvocationError, JobKind, JobOptions, JobRegistration};
-pub use new_job::{EncodeError, NewJob, RunAt};
+pub use new_job::{EncodeError, NewJob, RunAt, MAX_QUEUE_NAME_BYTES};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
+pub use payload::MAX_PAYLOAD_DEPTH;
 pub use registry::{Registry, RegistryError};
 pub use retry::RetryPolicy;
 pub use schedule::{
