@@ -97,23 +97,74 @@ pub fn parse_template(template: &str) -> Result<Vec<TemplatePart<'_>>, TemplateE
     Ok(parts)
 }
 
+/// Why no dedupe key could be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The template is malformed (the macro rules that out at compile time).
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// The payload has no such field: the arguments skipped it when serializing.
+    #[error("the dedupe key names `{0}`, which the encoded arguments lack")]
+    MissingField(String),
+}
+
 /// Renders a dedupe key from a template and the job's encoded payload.
 ///
-/// Strings are inserted as they are; other values as their JSON text. Returns `None` when the
-/// template names a field the payload lacks (the macro rules that out at compile time).
-pub fn render_key(template: &str, payload: &Value) -> Option<String> {
-    let parts = parse_template(template).ok()?;
+/// Each placeholder is written so that different values always give different keys, whatever
+/// the literal text around them:
+///
+/// - a string as a JSON string literal, quotes and escapes included (`"a@b.c"`), so it can
+///   never read as a number, as `null`, or as part of the text around it;
+/// - a number as its JSON text (`1042`), in parentheses (`(1042)`) when the template goes on
+///   with another placeholder or with text that could continue a number (a digit, `.`, `e`,
+///   `E`, `+` or `-`);
+/// - `true`, `false`, `null` (a `None`), arrays and objects as their JSON text.
+///
+/// So `"receipt:<order_id>"` renders `receipt:1042` for the number 1042, `receipt:"1042"` for the
+/// string `"1042"`, and `receipt:null` for `None`. A field the payload lacks (skipped when
+/// serializing) is an error rather than a key: no rendering of it could be told apart safely.
+///
+/// ```
+/// use jobs_core::dedupe::render_key;
+/// use serde_json::json;
+/// let key = |a, b| render_key("<a>:<b>", &json!({"a": a, "b": b})).unwrap();
+/// assert_eq!(key(json!("x:y"), json!("z")), r#""x:y":"z""#);
+/// assert_eq!(key(json!("x"), json!("y:z")), r#""x":"y:z""#);
+/// assert_eq!(key(json!(1042), json!(null)), "1042:null");
+/// ```
+pub fn render_key(template: &str, payload: &Value) -> Result<String, KeyError> {
+    let parts = parse_template(template)?;
     let mut key = String::new();
-    for part in parts {
+    for (position, part) in parts.iter().enumerate() {
         match part {
             TemplatePart::Literal(text) => key.push_str(text),
-            TemplatePart::Field(name) => match payload.get(name)? {
-                Value::String(text) => key.push_str(text),
-                other => key.push_str(&other.to_string()),
-            },
+            TemplatePart::Field(name) => {
+                let value = payload
+                    .get(name)
+                    .ok_or_else(|| KeyError::MissingField((*name).to_string()))?;
+                let text = value.to_string();
+                if value.is_number() && !ends_a_number(parts.get(position + 1)) {
+                    key.push('(');
+                    key.push_str(&text);
+                    key.push(')');
+                } else {
+                    key.push_str(&text);
+                }
+            }
         }
     }
-    Some(key)
+    Ok(key)
+}
+
+/// Whether a number written just before `next` ends where its JSON text ends: at the end of the
+/// key, or before literal text that no number can continue.
+fn ends_a_number(next: Option<&TemplatePart<'_>>) -> bool {
+    match next {
+        None => true,
+        Some(TemplatePart::Field(_)) => false,
+        Some(TemplatePart::Literal(text)) => !text
+            .starts_with(|c: char| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')),
+    }
 }
 
 #[cfg(test)]
@@ -126,13 +177,65 @@ mod tests {
         let payload = json!({"order_id": 1042, "email": "a@b.c"});
         assert_eq!(
             render_key("receipt:<order_id>", &payload).as_deref(),
-            Some("receipt:1042")
+            Ok("receipt:1042")
         );
         assert_eq!(
             render_key("<email>/<order_id>", &payload).as_deref(),
-            Some("a@b.c/1042")
+            Ok(r#""a@b.c"/1042"#)
         );
-        assert_eq!(render_key("x:<missing>", &payload), None);
+        assert_eq!(
+            render_key("x:<missing>", &payload),
+            Err(KeyError::MissingField("missing".into()))
+        );
+    }
+
+    #[test]
+    fn strings_keep_their_boundaries() {
+        let key = |a: &str, b: &str| render_key("<a>:<b>", &json!({"a": a, "b": b})).unwrap();
+        assert_ne!(key("x:y", "z"), key("x", "y:z"));
+        assert_ne!(key("a\"", "b"), key("a", "\"b"));
+        assert_eq!(key("x:y", "z"), r#""x:y":"z""#);
+    }
+
+    #[test]
+    fn a_string_of_digits_and_a_number_differ() {
+        let key = |id| render_key("receipt:<id>", &json!({ "id": id })).unwrap();
+        assert_ne!(key(json!("1042")), key(json!(1042)));
+        assert_eq!(key(json!(1042)), "receipt:1042");
+        assert_eq!(key(json!("1042")), r#"receipt:"1042""#);
+    }
+
+    #[test]
+    fn null_and_the_string_null_differ() {
+        let key = |user| render_key("user:<user>", &json!({ "user": user })).unwrap();
+        assert_ne!(key(json!(null)), key(json!("null")));
+        assert_eq!(key(json!(null)), "user:null");
+    }
+
+    #[test]
+    fn numbers_next_to_each_other_or_to_digits_keep_their_boundaries() {
+        let pair = |a, b| render_key("<a><b>", &json!({"a": a, "b": b})).unwrap();
+        assert_ne!(pair(json!(1), json!(23)), pair(json!(12), json!(3)));
+        assert_eq!(pair(json!(1), json!(23)), "(1)23");
+        let before_digit = |a| render_key("<a>0", &json!({ "a": a })).unwrap();
+        assert_eq!(before_digit(json!(1)), "(1)0");
+        assert_eq!(before_digit(json!(10)), "(10)0");
+        let exponent = |a, b| render_key("<a>e<b>", &json!({"a": a, "b": b})).unwrap();
+        assert_ne!(
+            exponent(json!(1), json!(1e16)),
+            exponent(json!(1e16), json!(1))
+        );
+        let other = |a, b| render_key("<a>-<b>", &json!({"a": a, "b": b})).unwrap();
+        assert_ne!(other(json!(-1), json!(-2)), other(json!(-1), json!("-2")));
+    }
+
+    #[test]
+    fn booleans_arrays_and_objects_render_as_json() {
+        let key = |v| render_key("k:<v>", &json!({ "v": v })).unwrap();
+        assert_eq!(key(json!(true)), "k:true");
+        assert_ne!(key(json!(true)), key(json!("true")));
+        assert_eq!(key(json!([1, "a"])), r#"k:[1,"a"]"#);
+        assert_ne!(key(json!({"a": 1})), key(json!("{\"a\":1}")));
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod macro_support;
 pub mod name;
 pub mod new_job;
 pub mod outcome;
+pub mod payload;
 pub mod registry;
 pub mod retry;
 pub mod schedule;
@@ -30,8 +31,9 @@ pub use error::{
 };
 pub use kind::{BoxFuture, Handler, InvocationError, JobKind, JobOptions, JobRegistration};
 pub use name::{check_kind_name, check_queue_name, NameError, NameOf, MAX_NAME_LEN};
-pub use new_job::{EncodeError, NewJob, RunAt};
+pub use new_job::{EncodeError, NewJob, RunAt, MAX_QUEUE_NAME_BYTES};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
+pub use payload::MAX_PAYLOAD_DEPTH;
 pub use registry::{Registry, RegistryError};
 pub use retry::{MaxAttemptsError, RetryPolicy};
 pub use schedule::{

@@ -1,11 +1,25 @@
 //! A job about to be enqueued: encoded payload plus per-call options.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::dedupe::{render_key, DedupeScope};
+use crate::dedupe::{render_key, DedupeScope, KeyError, TemplateError};
 use crate::kind::JobKind;
+use crate::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
+
+/// The longest queue name, in bytes, that enqueue accepts: the queue is announced with
+/// `NOTIFY`, whose payload must be shorter than 8000 bytes.
+pub const MAX_QUEUE_NAME_BYTES: usize = 7999;
+
+/// Seconds from the Unix epoch to 0001-01-01T00:00:00Z, the earliest time a job may be set to
+/// run at.
+const EARLIEST_RUN_AT_SECS: u64 = 62_135_596_800;
+
+/// Seconds from the Unix epoch to 10000-01-01T00:00:00Z: a job must become ready before then.
+/// PostgreSQL stores times up to the year 294276; the margin keeps a `delay` measured by the
+/// database clock well inside it whatever the two clocks say.
+const LATEST_RUN_AT_SECS: u64 = 253_402_300_800;
 
 /// Why a job could not be prepared for enqueueing.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +39,75 @@ pub enum EncodeError {
         /// The job kind.
         kind: &'static str,
     },
+    /// The arguments nest arrays and objects deeper than a worker can decode.
+    #[error(
+        "arguments of job kind `{kind}` nest deeper than {limit} arrays or objects, which no worker can decode"
+    )]
+    TooDeep {
+        /// The job kind.
+        kind: &'static str,
+        /// The deepest nesting allowed ([`MAX_PAYLOAD_DEPTH`]).
+        limit: usize,
+    },
+    /// A value holds the character U+0000, which PostgreSQL cannot store.
+    #[error("the {field} of job kind `{kind}` contains U+0000, which PostgreSQL cannot store")]
+    NulCharacter {
+        /// The job kind.
+        kind: &'static str,
+        /// Where: `payload.<path>` (with ` (key)` when an object key holds it), `dedupe_key` or
+        /// `queue`.
+        field: String,
+    },
+    /// The dedupe template names a field the encoded arguments lack (skipped when serializing).
+    #[error(
+        "the dedupe key of job kind `{kind}` names `{field}`, which the encoded arguments lack"
+    )]
+    DedupeFieldMissing {
+        /// The job kind.
+        kind: &'static str,
+        /// The missing field.
+        field: String,
+    },
+    /// The kind's dedupe template is malformed (the macro rules that out at compile time).
+    #[error("the dedupe template of job kind `{kind}` is malformed: {source}")]
+    DedupeTemplate {
+        /// The job kind.
+        kind: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: TemplateError,
+    },
+    /// The job would become ready before the year 1 or from the year 10000 on (a `delay` such
+    /// as `Duration::MAX`, or a far `run_at`).
+    #[error("job of kind `{kind}` would become ready outside the years 1 to 9999 (UTC)")]
+    RunAtOutOfRange {
+        /// The job kind.
+        kind: &'static str,
+    },
+    /// The queue name is longer than a `NOTIFY` announcing it can carry.
+    #[error(
+        "queue name of job kind `{kind}` is {bytes} bytes long; enqueue accepts at most {limit}"
+    )]
+    QueueNameTooLong {
+        /// The job kind.
+        kind: &'static str,
+        /// The name's length in bytes.
+        bytes: usize,
+        /// The longest accepted ([`MAX_QUEUE_NAME_BYTES`]).
+        limit: usize,
+    },
+}
+
+impl EncodeError {
+    fn payload_problem(kind: &'static str, problem: PayloadProblem) -> Self {
+        match problem {
+            PayloadProblem::TooDeep => EncodeError::TooDeep {
+                kind,
+                limit: MAX_PAYLOAD_DEPTH,
+            },
+            PayloadProblem::NulCharacter(field) => EncodeError::NulCharacter { kind, field },
+        }
+    }
 }
 
 /// When a job becomes ready.
@@ -62,18 +145,37 @@ pub struct NewJob {
 
 impl NewJob {
     /// Encodes `args` of kind `K` with the kind's default options.
+    ///
+    /// Arguments nested deeper than a worker can decode are refused here, without serializing
+    /// past the limit (so arguments thousands of levels deep cannot overflow the stack); the rest
+    /// of [`NewJob::check`] runs at enqueue, after per-call options are set.
     pub fn of<K: JobKind>(args: &K::Args) -> Result<Self, EncodeError> {
-        let payload = serde_json::to_value(args).map_err(|source| EncodeError::Payload {
-            kind: K::NAME,
-            source,
+        let payload = encode_payload(args).map_err(|error| match error {
+            Ok(problem) => EncodeError::payload_problem(K::NAME, problem),
+            Err(source) => EncodeError::Payload {
+                kind: K::NAME,
+                source,
+            },
         })?;
         if !payload.is_object() {
             return Err(EncodeError::NotAnObject { kind: K::NAME });
         }
         let options = K::OPTIONS;
-        let dedupe_key = options
-            .dedupe
-            .and_then(|template| render_key(template, &payload));
+        let dedupe_key = match options.dedupe {
+            None => None,
+            Some(template) => {
+                Some(render_key(template, &payload).map_err(|error| match error {
+                    KeyError::MissingField(field) => EncodeError::DedupeFieldMissing {
+                        kind: K::NAME,
+                        field,
+                    },
+                    KeyError::Template(source) => EncodeError::DedupeTemplate {
+                        kind: K::NAME,
+                        source,
+                    },
+                })?)
+            }
+        };
         Ok(Self {
             kind: K::NAME,
             queue: options.queue.to_string(),
@@ -84,6 +186,44 @@ impl NewJob {
             dedupe_key,
             dedupe_scope: options.dedupe_scope,
         })
+    }
+
+    /// Checks everything PostgreSQL would refuse, or a worker could never decode, before the job
+    /// reaches a connection: the payload's depth and U+0000 anywhere in it (object keys too), in
+    /// the dedupe key or in the queue name; a ready time outside the years 1 to 9999; a queue
+    /// name longer than [`MAX_QUEUE_NAME_BYTES`]. Every enqueue path calls it first, so a refused
+    /// job leaves the caller's transaction as it was.
+    pub fn check(&self) -> Result<(), EncodeError> {
+        let kind = self.kind;
+        check_payload(&self.payload)
+            .map_err(|problem| EncodeError::payload_problem(kind, problem))?;
+        if self
+            .dedupe_key
+            .as_deref()
+            .is_some_and(|key| key.contains('\0'))
+        {
+            return Err(EncodeError::NulCharacter {
+                kind,
+                field: "dedupe_key".into(),
+            });
+        }
+        if self.queue.contains('\0') {
+            return Err(EncodeError::NulCharacter {
+                kind,
+                field: "queue".into(),
+            });
+        }
+        if self.queue.len() > MAX_QUEUE_NAME_BYTES {
+            return Err(EncodeError::QueueNameTooLong {
+                kind,
+                bytes: self.queue.len(),
+                limit: MAX_QUEUE_NAME_BYTES,
+            });
+        }
+        if !run_at_in_range(self.run_at, SystemTime::now()) {
+            return Err(EncodeError::RunAtOutOfRange { kind });
+        }
+        Ok(())
     }
 
     /// Runs no sooner than `delay` after enqueue.
@@ -108,5 +248,48 @@ impl NewJob {
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = queue.into();
         self
+    }
+}
+
+/// Whether a job enqueued at `now` with `run_at` becomes ready within the years 1 to 9999.
+fn run_at_in_range(run_at: RunAt, now: SystemTime) -> bool {
+    let earliest = UNIX_EPOCH.checked_sub(Duration::from_secs(EARLIEST_RUN_AT_SECS));
+    let latest = UNIX_EPOCH + Duration::from_secs(LATEST_RUN_AT_SECS);
+    let ready = match run_at {
+        RunAt::Now => return true,
+        RunAt::After(delay) => now.checked_add(delay),
+        RunAt::At(when) => Some(when),
+    };
+    match ready {
+        Some(ready) => ready < latest && earliest.is_none_or(|earliest| ready >= earliest),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_times_postgres_cannot_store_are_out_of_range() {
+        let now = SystemTime::now();
+        assert!(run_at_in_range(RunAt::Now, now));
+        assert!(run_at_in_range(
+            RunAt::After(Duration::from_secs(86_400)),
+            now
+        ));
+        assert!(!run_at_in_range(RunAt::After(Duration::MAX), now));
+        let year_9999 = UNIX_EPOCH + Duration::from_secs(LATEST_RUN_AT_SECS - 1);
+        assert!(run_at_in_range(RunAt::At(year_9999), now));
+        assert!(!run_at_in_range(
+            RunAt::At(year_9999 + Duration::from_secs(1)),
+            now
+        ));
+        assert!(run_at_in_range(RunAt::At(UNIX_EPOCH), now));
+        if let Some(before_year_1) =
+            UNIX_EPOCH.checked_sub(Duration::from_secs(EARLIEST_RUN_AT_SECS + 1))
+        {
+            assert!(!run_at_in_range(RunAt::At(before_year_1), now));
+        }
     }
 }

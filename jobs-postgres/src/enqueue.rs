@@ -1,5 +1,8 @@
 //! Writing jobs: one at a time or many in one round trip, in the caller's transaction or on
 //! their own, with dedupe keys that never abort the caller's transaction.
+//!
+//! Every job is checked ([`NewJob::check`]) before anything is sent: input PostgreSQL would
+//! refuse comes back as [`EnqueueError::Encode`] and leaves the caller's transaction usable.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -36,10 +39,19 @@ impl Enqueued {
 /// Why a job could not be enqueued.
 #[derive(Debug, thiserror::Error)]
 pub enum EnqueueError {
-    /// The arguments could not be encoded.
+    /// The job was refused before anything reached the database: its arguments could not be
+    /// encoded, or PostgreSQL could not store it or a worker could never decode it (see
+    /// [`NewJob::check`]). The caller's transaction is untouched and can go on and commit.
     #[error(transparent)]
     Encode(#[from] EncodeError),
-    /// The database refused the write.
+    /// The database refused the write (a lost connection, a statement timeout, a serialization
+    /// failure, ...).
+    ///
+    /// **The caller's transaction is aborted**: PostgreSQL refuses every later statement in it,
+    /// and `commit()` on it rolls everything back, the caller's own rows included, although
+    /// sqlx reports the commit as `Ok(())`. Treat this error as the failure of the whole
+    /// transaction (return it, or roll back and retry the unit of work): never ignore it and
+    /// commit.
     #[error("enqueueing failed: {0}")]
     Database(#[from] sqlx::Error),
     /// The job's dedupe key was held by a job that disappeared before its id could be read
@@ -142,8 +154,10 @@ fn max_attempts_param(job: &NewJob) -> i32 {
 }
 
 /// Writes one job on `conn`. A dedupe conflict returns [`Enqueued::Duplicate`] without error and
-/// without aborting the caller's transaction.
+/// without aborting the caller's transaction. A job refused by [`NewJob::check`] returns
+/// [`EnqueueError::Encode`] before anything is sent.
 pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, EnqueueError> {
+    job.check()?;
     let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
     let statement = match job.dedupe_key {
         Some(_) => sql::INSERT_DEDUPED_JOB,
@@ -177,11 +191,15 @@ pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueu
 
 /// Writes many jobs on `conn` in one round trip (two when some dedupe keys are already held),
 /// returning one result per job in input order. Dedupe applies per job, also between jobs of the
-/// same call: the first one with a key is written, later ones are its duplicates.
+/// same call: the first one with a key is written, later ones are its duplicates. When one job is
+/// refused by [`NewJob::check`], none is written and the caller's transaction is untouched.
 pub async fn enqueue_jobs(
     conn: &mut PgConnection,
     jobs: &[NewJob],
 ) -> Result<Vec<Enqueued>, EnqueueError> {
+    for job in jobs {
+        job.check()?;
+    }
     match jobs {
         [] => Ok(Vec::new()),
         [first, rest @ ..]

@@ -61,6 +61,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0005_outbox.sql"),
     },
+    Migration {
+        version: 6,
+        name: "dedupe_digest",
+        sql: include_str!("../migrations/0006_dedupe_digest.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

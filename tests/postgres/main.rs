@@ -14,6 +14,7 @@ mod claim_position;
 mod dedupe;
 mod drain;
 mod enqueue;
+mod enqueue_input;
 mod exactly_once;
 mod lease_control;
 mod lease_tokens;
