@@ -31,7 +31,7 @@ pub use error::{
 };
 pub use kind::{BoxFuture, Handler, InvocationError, JobKind, JobOptions, JobRegistration};
 pub use name::{check_kind_name, check_queue_name, NameError, NameOf, MAX_NAME_LEN};
-pub use new_job::{EncodeError, NewJob, RunAt, MAX_QUEUE_NAME_BYTES};
+pub use new_job::{EncodeError, NewJob, RunAt};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
 pub use payload::MAX_PAYLOAD_DEPTH;
 pub use registry::{Registry, RegistryError};

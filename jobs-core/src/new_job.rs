@@ -6,11 +6,9 @@ use serde_json::Value;
 
 use crate::dedupe::{render_key, DedupeScope, KeyError, TemplateError};
 use crate::kind::JobKind;
+use crate::name::{check_queue_name, NameError};
+use crate::retry::{MaxAttemptsError, RetryPolicy};
 use crate::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
-
-/// The longest queue name, in bytes, that enqueue accepts: the queue is announced with
-/// `NOTIFY`, whose payload must be shorter than 8000 bytes.
-pub const MAX_QUEUE_NAME_BYTES: usize = 7999;
 
 /// Seconds from the Unix epoch to 0001-01-01T00:00:00Z, the earliest time a job may be set to
 /// run at.
@@ -84,17 +82,25 @@ pub enum EncodeError {
         /// The job kind.
         kind: &'static str,
     },
-    /// The queue name is longer than a `NOTIFY` announcing it can carry.
-    #[error(
-        "queue name of job kind `{kind}` is {bytes} bytes long; enqueue accepts at most {limit}"
-    )]
-    QueueNameTooLong {
+    /// The queue name breaks the [name rules](crate::name) (a per-call `.queue(..)` override:
+    /// the kind's own queue is checked at compile time and at registration).
+    #[error("job of kind `{kind}`: {source}")]
+    QueueName {
         /// The job kind.
         kind: &'static str,
-        /// The name's length in bytes.
-        bytes: usize,
-        /// The longest accepted ([`MAX_QUEUE_NAME_BYTES`]).
-        limit: usize,
+        /// What is wrong with the name.
+        #[source]
+        source: NameError,
+    },
+    /// `max_attempts` is 0 or larger than the database's integer (a `NewJob` built by hand:
+    /// the kind's own count is checked at compile time and at registration).
+    #[error("job of kind `{kind}`: {source}")]
+    MaxAttempts {
+        /// The job kind.
+        kind: &'static str,
+        /// The refused count.
+        #[source]
+        source: MaxAttemptsError,
     },
 }
 
@@ -190,9 +196,9 @@ impl NewJob {
 
     /// Checks everything PostgreSQL would refuse, or a worker could never decode, before the job
     /// reaches a connection: the payload's depth and U+0000 anywhere in it (object keys too), in
-    /// the dedupe key or in the queue name; a ready time outside the years 1 to 9999; a queue
-    /// name longer than [`MAX_QUEUE_NAME_BYTES`]. Every enqueue path calls it first, so a refused
-    /// job leaves the caller's transaction as it was.
+    /// the dedupe key; a queue name that breaks the [name rules](crate::name); a `max_attempts`
+    /// the database cannot store; a ready time outside the years 1 to 9999. Every enqueue path
+    /// calls it first, so a refused job leaves the caller's transaction as it was.
     pub fn check(&self) -> Result<(), EncodeError> {
         let kind = self.kind;
         check_payload(&self.payload)
@@ -207,19 +213,9 @@ impl NewJob {
                 field: "dedupe_key".into(),
             });
         }
-        if self.queue.contains('\0') {
-            return Err(EncodeError::NulCharacter {
-                kind,
-                field: "queue".into(),
-            });
-        }
-        if self.queue.len() > MAX_QUEUE_NAME_BYTES {
-            return Err(EncodeError::QueueNameTooLong {
-                kind,
-                bytes: self.queue.len(),
-                limit: MAX_QUEUE_NAME_BYTES,
-            });
-        }
+        check_queue_name(&self.queue).map_err(|source| EncodeError::QueueName { kind, source })?;
+        RetryPolicy::check_max_attempts(self.max_attempts)
+            .map_err(|source| EncodeError::MaxAttempts { kind, source })?;
         if !run_at_in_range(self.run_at, SystemTime::now()) {
             return Err(EncodeError::RunAtOutOfRange { kind });
         }
@@ -290,6 +286,42 @@ mod tests {
             UNIX_EPOCH.checked_sub(Duration::from_secs(EARLIEST_RUN_AT_SECS + 1))
         {
             assert!(!run_at_in_range(RunAt::At(before_year_1), now));
+        }
+    }
+
+    fn hand_built(queue: &str, max_attempts: u32) -> NewJob {
+        NewJob {
+            kind: "by_hand",
+            queue: queue.into(),
+            payload: serde_json::json!({}),
+            priority: 0,
+            max_attempts,
+            run_at: RunAt::Now,
+            dedupe_key: None,
+            dedupe_scope: DedupeScope::default(),
+        }
+    }
+
+    #[test]
+    fn a_hand_built_job_follows_the_name_and_attempt_rules() {
+        assert!(hand_built("default", 8).check().is_ok());
+        for queue in ["", "two words", "nul\0", &"q".repeat(129)] {
+            assert!(
+                matches!(
+                    hand_built(queue, 8).check(),
+                    Err(EncodeError::QueueName { .. })
+                ),
+                "{queue:?}"
+            );
+        }
+        for max_attempts in [0, 3_000_000_000] {
+            assert!(
+                matches!(
+                    hand_built("default", max_attempts).check(),
+                    Err(EncodeError::MaxAttempts { .. })
+                ),
+                "{max_attempts}"
+            );
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use jobs::{job, EncodeError, EnqueueError, Enqueued, JobResult};
+use jobs::{job, EncodeError, EnqueueError, Enqueued, JobResult, NameError};
 use serde_json::{json, Value};
 use sqlx::{PgConnection, Postgres, Transaction};
 
@@ -195,7 +195,7 @@ async fn a_delay_or_run_at_beyond_what_postgres_stores_is_refused_and_the_transa
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_name_notify_cannot_carry_is_refused_and_the_transaction_commits() {
+async fn a_queue_name_breaking_the_name_rules_is_refused_and_the_transaction_commits() {
     let db = db_with_orders().await;
     let mut tx = begin_with_an_order(&db).await;
     let error = carries_value::builder(json!(1))
@@ -207,9 +207,8 @@ async fn a_queue_name_notify_cannot_carry_is_refused_and_the_transaction_commits
     assert!(
         matches!(
             error,
-            EnqueueError::Encode(EncodeError::QueueNameTooLong {
-                bytes: 8000,
-                limit: 7999,
+            EnqueueError::Encode(EncodeError::QueueName {
+                source: NameError::TooLong { len: 8000, .. },
                 ..
             })
         ),
