@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0005_outbox.sql"),
     },
+    Migration {
+        version: 6,
+        name: "outbox_ids_topics",
+        sql: include_str!("../migrations/0006_outbox_ids_topics.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

@@ -740,11 +740,14 @@ LIMIT $2";
 
 /// Makes up to `$3` parked outbox rows with an id above `$2` pending again, by id: those of ids
 /// `$1` (NULL for every parked row), due at once with their attempts reset to 0 and their last
-/// error kept. Returns the ids made pending.
+/// error kept. A row whose topic is not valid (written before topics were checked) stays
+/// parked: it could never be published, and the table refuses it as pending. Returns the ids
+/// made pending.
 pub const REPLAY_PARKED: &str = "
 WITH candidates AS (
     SELECT id FROM jobs_outbox
     WHERE state = 'parked' AND id > $2 AND ($1::bigint[] IS NULL OR id = ANY($1))
+      AND jobs_outbox_topic_is_valid(topic)
     ORDER BY id
     LIMIT $3
     FOR UPDATE SKIP LOCKED

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::{OutboxId, OutboxMessage, PublishError, Publisher, RelayConfig, Retry};
 use crate::sql;
 use crate::worker::backoff::ReconnectBackoff;
-use crate::worker::ConfigError;
+use crate::worker::{storable_text, ConfigError};
 
 /// Why a batch could not be relayed. Nothing is lost: the rows of a batch that failed stay
 /// pending (those already published are published again, and the broker drops the copies).
@@ -192,7 +192,8 @@ impl<P: Publisher> Relay<P> {
         report: &mut RelayReport,
     ) {
         let retry = &self.config.retry;
-        let text = Some(error.message().to_owned());
+        // Publishers' texts come from elsewhere: a NUL would make the batch's outcomes unwritable.
+        let text = Some(storable_text(error.message().to_owned()));
         if error.retry() == Retry::Permanent || !retry.has_attempts_left(message.attempt) {
             tracing::error!(
                 outbox.id = message.id,
