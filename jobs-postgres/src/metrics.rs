@@ -12,6 +12,7 @@
 //! | [`PICKUP_LATENCY_SECONDS`] | histogram | `kind`, `queue` | how long due jobs waited for a claim |
 //! | [`OUTCOMES_DROPPED_TOTAL`] | counter | `reason` | outcomes not written, by [`DropReason`] |
 //! | [`RESCUED_TOTAL`] | counter | `kind`, `queue`, `state` | expired leases rescued |
+//! | [`OUTBOX_DUPLICATE_IDS_TOTAL`] | counter | | outbox rows parked: the broker held another message under their id |
 //! | [`READY`] | gauge | `kind`, `queue` | due jobs waiting for a slot |
 //! | [`SCHEDULED`] | gauge | `kind`, `queue` | ready jobs whose `run_at` is ahead |
 //! | [`RUNNING`] | gauge | `kind`, `queue` | jobs a worker holds |
@@ -33,7 +34,7 @@ mod gauges;
 mod runs;
 
 pub use gauges::Gauges;
-pub(crate) use runs::{outcome_dropped, rescued, WorkerMetrics};
+pub(crate) use runs::{outbox_duplicate_id, outcome_dropped, rescued, WorkerMetrics};
 
 use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use jobs_core::Decision;
@@ -59,6 +60,12 @@ pub const OUTCOMES_DROPPED_TOTAL: &str = "jobs_outcomes_dropped_total";
 /// labelled `kind`, `queue` and `state` (`ready` to run again, or `dead` when out of attempts).
 /// Each means a worker stopped renewing a lease: it crashed, paused or lost the database.
 pub const RESCUED_TOTAL: &str = "jobs_rescued_total";
+
+/// Counter: outbox rows this process's relay parked because the broker already held a
+/// different message under the row's message id (see
+/// [`PublishError::duplicate_id`](crate::outbox::PublishError::duplicate_id)). Any increase is
+/// an alarm: something else publishes under the outbox's message ids.
+pub const OUTBOX_DUPLICATE_IDS_TOTAL: &str = "jobs_outbox_duplicate_ids_total";
 
 /// Gauge: ready jobs that are due, waiting for a free slot, labelled `kind` and `queue`.
 pub const READY: &str = "jobs_ready";
@@ -87,12 +94,13 @@ pub const OLDEST_READY_AGE_SECONDS: &str = "jobs_oldest_ready_age_seconds";
 pub const LONGEST_EXPIRED_LEASE_SECONDS: &str = "jobs_longest_expired_lease_seconds";
 
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
     OUTCOMES_DROPPED_TOTAL,
     RESCUED_TOTAL,
+    OUTBOX_DUPLICATE_IDS_TOTAL,
     READY,
     SCHEDULED,
     RUNNING,
@@ -228,6 +236,11 @@ pub fn describe() {
         RESCUED_TOTAL,
         Unit::Count,
         "Running jobs whose lease expired, brought back by this process's rescue, by kind, queue and new state."
+    );
+    describe_counter!(
+        OUTBOX_DUPLICATE_IDS_TOTAL,
+        Unit::Count,
+        "Outbox rows parked because the broker already held a different message under their message id."
     );
     describe_gauge!(
         READY,
