@@ -25,7 +25,7 @@ pub(crate) fn path_of_nul(value: &Value) -> Option<String> {
 /// `outer` followed by `inner`, a path relative to it.
 fn join(outer: &str, inner: &str) -> String {
     match inner.strip_prefix('$') {
-        Some(rest) if rest.is_empty() => outer.to_owned(),
+        Some("") => outer.to_owned(),
         Some(rest) => format!("{outer}{rest}"),
         None if inner.starts_with('[') => format!("{outer}{inner}"),
         None => format!("{outer}.{inner}"),
