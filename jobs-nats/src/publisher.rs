@@ -44,7 +44,9 @@ impl NatsPublisher {
     }
 
     /// Prepends `prefix` to every topic to make its subject (`"events."` publishes topic
-    /// `orders.placed` to `events.orders.placed`).
+    /// `orders.placed` to `events.orders.placed`). It follows the rules of topics
+    /// ([`validate_topic`]); a prefix that does not fails every publish as retryable, so rows
+    /// wait, with the reason as their last error, until it is fixed.
     #[must_use]
     pub fn subject_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.subject_prefix = prefix.into();
@@ -73,6 +75,7 @@ impl Publisher for NatsPublisher {
         }
         validate_topic(&message.topic)
             .map_err(|error| PublishError::permanent(format!("not published: {error}")))?;
+        self.check_prefix()?;
         let subject = self.subject(&message.topic);
         let publish = PublishMessage::build()
             .message_id(message.message_id.to_string())
@@ -91,6 +94,22 @@ impl Publisher for NatsPublisher {
 }
 
 impl NatsPublisher {
+    /// Refuses a subject prefix that would make bad subjects of good topics (whitespace, control
+    /// characters, wildcards, empty tokens): retryable, so that rows wait for the prefix to be
+    /// fixed rather than being parked for it.
+    fn check_prefix(&self) -> Result<(), PublishError> {
+        if self.subject_prefix.is_empty() {
+            return Ok(());
+        }
+        // A prefix is good when it makes a valid subject of a one-letter topic.
+        validate_topic(&format!("{}x", self.subject_prefix)).map_err(|error| {
+            PublishError::retryable(format!(
+                "not published: the NatsPublisher's subject prefix `{}` is not valid ({error}); fix the prefix",
+                self.subject_prefix.escape_debug()
+            ))
+        })
+    }
+
     /// After a duplicate acknowledgement: succeeds when the message the stream holds under the
     /// id is this one (same subject and payload), or is gone; fails as
     /// [`PublishError::duplicate_id`] when it is another.
