@@ -7,8 +7,8 @@ use serde_json::Value;
 use crate::dedupe::{render_key, DedupeScope, KeyError, TemplateError};
 use crate::kind::JobKind;
 use crate::name::{check_queue_name, NameError};
-use crate::retry::{MaxAttemptsError, RetryPolicy};
 use crate::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
+use crate::retry::{MaxAttemptsError, RetryPolicy};
 
 /// Seconds from the Unix epoch to 0001-01-01T00:00:00Z, the earliest time a job may be set to
 /// run at.

@@ -1,12 +1,15 @@
 //! NATS JetStream for the `jobs` outbox: [`NatsPublisher`] hands outbox rows to a JetStream
 //! stream, for a [`Relay`](jobs_postgres::outbox::Relay).
 //!
-//! Each row is published to the subject `<prefix><topic>` with the row's id as `Nats-Msg-Id`,
-//! and the relay marks it published only once the stream has acknowledged it. A relay that
-//! crashes between publishing and marking publishes the row again with the same id: the stream
-//! drops the copy if it comes within its duplicate window (`duplicate_window`, 2 minutes by
-//! default; keep it longer than a relay takes to come back). Consumers must still be
-//! idempotent: past the window, a copy is stored.
+//! Each row is published to the subject `<prefix><topic>` with the row's message id (a uuid
+//! drawn when the row was written, unique beyond its database) as `Nats-Msg-Id`, and the relay
+//! marks it published only once the stream has acknowledged it. A relay that crashes between
+//! publishing and marking publishes the row again with the same id: the stream drops the copy if
+//! it comes within its duplicate window (`duplicate_window`, 2 minutes by default; keep it
+//! longer than a relay takes to come back), and the publisher checks that the message the
+//! stream holds under that id is this one; another message under it parks the row as an alarm
+//! (see [`NatsPublisher`]). Consumers must still be idempotent: past the window, a copy is
+//! stored.
 //!
 //! ```no_run
 //! # async fn run(pool: jobs_postgres::PgPool) -> Result<(), Box<dyn std::error::Error>> {

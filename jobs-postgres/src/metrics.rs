@@ -13,6 +13,7 @@
 //! | [`OUTCOMES_DROPPED_TOTAL`] | counter | `reason` | outcomes not written, by [`DropReason`] |
 //! | [`RESCUED_TOTAL`] | counter | `kind`, `queue`, `state` | expired leases rescued |
 //! | [`RESCUES_REFUSED_TOTAL`] | counter | `kind`, `queue` | expired leases the database refused to rescue |
+//! | [`OUTBOX_DUPLICATE_IDS_TOTAL`] | counter | | outbox rows parked: the broker held another message under their id |
 //! | [`READY`] | gauge | `kind`, `queue` | due jobs waiting for a slot |
 //! | [`SCHEDULED`] | gauge | `kind`, `queue` | ready jobs whose `run_at` is ahead |
 //! | [`RUNNING`] | gauge | `kind`, `queue` | jobs a worker holds |
@@ -34,7 +35,9 @@ mod gauges;
 mod runs;
 
 pub use gauges::Gauges;
-pub(crate) use runs::{outcome_dropped, rescue_refused, rescued, WorkerMetrics};
+pub(crate) use runs::{
+    outbox_duplicate_id, outcome_dropped, rescue_refused, rescued, WorkerMetrics,
+};
 
 use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use jobs_core::Decision;
@@ -66,6 +69,12 @@ pub const RESCUED_TOTAL: &str = "jobs_rescued_total";
 /// rescue for a while, stays `running` and is logged as an error; the other jobs are rescued.
 pub const RESCUES_REFUSED_TOTAL: &str = "jobs_rescues_refused_total";
 
+/// Counter: outbox rows this process's relay parked because the broker already held a
+/// different message under the row's message id (see
+/// [`PublishError::duplicate_id`](crate::outbox::PublishError::duplicate_id)). Any increase is
+/// an alarm: something else publishes under the outbox's message ids.
+pub const OUTBOX_DUPLICATE_IDS_TOTAL: &str = "jobs_outbox_duplicate_ids_total";
+
 /// Gauge: ready jobs that are due, waiting for a free slot, labelled `kind` and `queue`.
 pub const READY: &str = "jobs_ready";
 
@@ -93,13 +102,14 @@ pub const OLDEST_READY_AGE_SECONDS: &str = "jobs_oldest_ready_age_seconds";
 pub const LONGEST_EXPIRED_LEASE_SECONDS: &str = "jobs_longest_expired_lease_seconds";
 
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
     OUTCOMES_DROPPED_TOTAL,
     RESCUED_TOTAL,
     RESCUES_REFUSED_TOTAL,
+    OUTBOX_DUPLICATE_IDS_TOTAL,
     READY,
     SCHEDULED,
     RUNNING,
@@ -240,6 +250,11 @@ pub fn describe() {
         RESCUES_REFUSED_TOTAL,
         Unit::Count,
         "Expired leases the database refused to rescue, by kind and queue; each job is set aside for a while, stays running and is logged as an error."
+    );
+    describe_counter!(
+        OUTBOX_DUPLICATE_IDS_TOTAL,
+        Unit::Count,
+        "Outbox rows parked because the broker already held a different message under their message id."
     );
     describe_gauge!(
         READY,

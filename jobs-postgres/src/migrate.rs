@@ -66,6 +66,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "dedupe_digest",
         sql: include_str!("../migrations/0006_dedupe_digest.sql"),
     },
+    Migration {
+        version: 7,
+        name: "outbox_ids_topics",
+        sql: include_str!("../migrations/0007_outbox_ids_topics.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

@@ -780,10 +780,11 @@ pub const INSERT_OUTBOX: &str =
 /// row comes back with `held_back`: true when an earlier pending row of its topic is outside
 /// this claim (held by another relay, or not yet due), found once per topic as its first
 /// pending row outside the claim: such a row must not be published in this batch, or its
-/// topic's order would break. Rows come back by id, with the attempts made so far.
+/// topic's order would break. Rows come back by id, with their message id and the attempts
+/// made so far.
 pub const CLAIM_OUTBOX: &str = "
 WITH claimed AS (
-    SELECT o.id, o.topic, o.payload, o.attempts, o.created_at
+    SELECT o.id, o.message_id, o.topic, o.payload, o.attempts, o.created_at
     FROM jobs_outbox AS o
     WHERE o.state = 'pending' AND o.next_attempt_at <= now()
       AND NOT EXISTS (
@@ -803,7 +804,7 @@ WITH claimed AS (
             LIMIT 1) AS first_unclaimed
     FROM (SELECT DISTINCT topic FROM claimed) AS t
 )
-SELECT c.id, c.topic, c.payload::text AS payload, c.attempts,
+SELECT c.id, c.message_id, c.topic, c.payload::text AS payload, c.attempts,
        extract(epoch FROM c.created_at)::float8 AS created_epoch,
        coalesce(topics.first_unclaimed < c.id, false) AS held_back
 FROM claimed AS c JOIN topics ON topics.topic = c.topic
@@ -846,11 +847,14 @@ LIMIT $2";
 
 /// Makes up to `$3` parked outbox rows with an id above `$2` pending again, by id: those of ids
 /// `$1` (NULL for every parked row), due at once with their attempts reset to 0 and their last
-/// error kept. Returns the ids made pending.
+/// error kept. A row whose topic is not valid (written before topics were checked) stays
+/// parked: it could never be published, and the table refuses it as pending. Returns the ids
+/// made pending.
 pub const REPLAY_PARKED: &str = "
 WITH candidates AS (
     SELECT id FROM jobs_outbox
     WHERE state = 'parked' AND id > $2 AND ($1::bigint[] IS NULL OR id = ANY($1))
+      AND jobs_outbox_topic_is_valid(topic)
     ORDER BY id
     LIMIT $3
     FOR UPDATE SKIP LOCKED

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use jobs::admin::{self, HealthThresholds, Retention, RetentionConfig, Violation};
 use jobs::outbox::{
-    publish_event_in, publish_in, Event, OutboxMessage, PublishError, Publisher, Relay,
-    RelayConfig, RetryPolicy,
+    publish_event_in, publish_in, Event, OutboxError, OutboxMessage, PublishError, Publisher,
+    Relay, RelayConfig, RetryPolicy, TopicError,
 };
 use jobs::Worker;
 use sqlx::PgPool;
@@ -149,7 +149,10 @@ async fn an_event_exists_exactly_when_its_transaction_commits() {
         )]
     );
     let empty = publish_in(&mut db.pool.acquire().await.unwrap(), "", &1).await;
-    assert!(matches!(empty, Err(jobs::outbox::OutboxError::EmptyTopic)));
+    assert!(matches!(
+        empty,
+        Err(OutboxError::InvalidTopic(TopicError::Empty))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,4 +432,200 @@ async fn the_relay_claim_never_walks_published_rows() {
             .contains(&index.as_str())),
         "the claim must read pending rows through their partial indexes: {scans:?}"
     );
+}
+
+/// A business row and an event in the caller's transaction, then an event of `topic` and
+/// `payload` written in the same transaction and refused: returns the error once the transaction
+/// has committed, and checks that the business row and the good event did.
+async fn refused_then_committed(
+    db: &Db,
+    what: &str,
+    topic: &str,
+    payload: serde_json::Value,
+) -> OutboxError {
+    sqlx::query("CREATE TABLE IF NOT EXISTS orders (label text NOT NULL)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO orders (label) VALUES ($1)")
+        .bind(what)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let good = publish_in(
+        &mut tx,
+        "orders.placed",
+        &serde_json::json!({ "what": what }),
+    )
+    .await
+    .unwrap();
+    let error = publish_in(&mut tx, topic, &payload)
+        .await
+        .expect_err(&format!("{what} must be refused"));
+    tx.commit().await.expect("the caller's transaction commits");
+    let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders WHERE label = $1")
+        .bind(what)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(orders, 1, "{what}: the caller's own row committed");
+    let events: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM jobs_outbox WHERE payload->>'what' = $1")
+            .bind(what)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(events, [good], "{what}: only the good event was written");
+    error
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_topic_is_refused_before_the_database_and_the_callers_transaction_commits() {
+    let db = Db::new().await;
+    let too_long = format!("orders.{}", "x".repeat(250));
+    let bad = [
+        "",
+        ".orders",
+        "orders.",
+        "orders..placed",
+        "orders placed",
+        "orders.placed\r\nPUB other.subject 2",
+        "orders\tplaced",
+        "orders.\u{0}",
+        "orders.\u{85}placed",
+        "orders.\u{a0}placed",
+        "orders.*",
+        "orders.>",
+        too_long.as_str(),
+    ];
+    for topic in bad {
+        let refused =
+            refused_then_committed(&db, &format!("{topic:?}"), topic, serde_json::json!({})).await;
+        assert!(
+            matches!(refused, OutboxError::InvalidTopic(_)),
+            "{topic:?}: {refused:?}"
+        );
+        assert!(!refused.to_string().contains(['\r', '\n']), "{refused}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_row_with_a_bad_topic_written_by_hand_is_refused_by_the_table() {
+    let db = Db::new().await;
+    for topic in [
+        "orders placed",
+        "orders.placed\r\nPUB x 1",
+        "a..b",
+        "a.>",
+        "*",
+    ] {
+        let refused = sqlx::query("INSERT INTO jobs_outbox (topic, payload) VALUES ($1, '{}')")
+            .bind(topic)
+            .execute(&db.pool)
+            .await
+            .expect_err(topic);
+        let constraint = refused
+            .as_database_error()
+            .and_then(|error| error.constraint())
+            .map(str::to_owned);
+        assert_eq!(
+            constraint.as_deref(),
+            Some("jobs_outbox_topic_syntax"),
+            "{topic:?}: {refused}"
+        );
+    }
+    let long = format!("a.{}", "b".repeat(254));
+    assert!(
+        sqlx::query("INSERT INTO jobs_outbox (topic, payload) VALUES ($1, '{}')")
+            .bind(&long)
+            .execute(&db.pool)
+            .await
+            .is_err()
+    );
+    sqlx::query("INSERT INTO jobs_outbox (topic, payload) VALUES ('orders.placed', '{}')")
+        .execute(&db.pool)
+        .await
+        .expect("a good topic is accepted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_an_event_is_refused_naming_its_field_and_the_callers_transaction_commits() {
+    let db = Db::new().await;
+    let refused = refused_then_committed(
+        &db,
+        "nul in a value",
+        "orders.placed",
+        serde_json::json!({ "order": { "notes": ["fine", "bad\u{0}byte"] } }),
+    )
+    .await;
+    assert!(
+        matches!(&refused, OutboxError::NulInPayload { field, .. } if field == "order.notes[1]"),
+        "{refused:?}"
+    );
+    let refused = refused_then_committed(
+        &db,
+        "nul in a key",
+        "orders.placed",
+        serde_json::json!({ "a": { "b\u{0}c": 1 } }),
+    )
+    .await;
+    assert!(
+        matches!(&refused, OutboxError::NulInPayload { field, .. } if field == "a.b\\0c"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_error_holding_nul_is_stored_with_the_nul_made_visible() {
+    let db = Db::new().await;
+    let retried = write(&db.pool, "a", 1).await;
+    let parked = write(&db.pool, "b", 1).await;
+    let publisher = Scripted::default();
+    publisher.fail(retried, [PublishError::retryable("broker said \0busy")]);
+    publisher.fail(parked, [PublishError::permanent("refused \0 for good")]);
+    let relay = Relay::new(
+        db.pool.clone(),
+        publisher.clone(),
+        config(3, Duration::from_secs(3600)),
+    )
+    .unwrap();
+    // The parked row first: the retryable failure ends its batch.
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        reports.push(relay.run_once().await.expect("the outcomes are written"));
+    }
+    assert_eq!(
+        row(&db.pool, retried).await,
+        ("pending".into(), 1, Some("broker said \\0busy".into()))
+    );
+    assert_eq!(
+        row(&db.pool, parked).await,
+        ("parked".into(), 1, Some("refused \\0 for good".into())),
+        "{reports:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_row_with_a_topic_from_before_the_check_stays_parked_on_replay() {
+    let db = Db::new().await;
+    let good = write(&db.pool, "a", 1).await;
+    let bad: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs_outbox (topic, payload, state, attempts, parked_at, last_error)
+         VALUES ('a b', '{}', 'parked', 3, now(), 'refused') RETURNING id",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE jobs_outbox SET state = 'parked', parked_at = now() WHERE id = $1")
+        .bind(good)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(admin::replay_parked(&db.pool, None).await.unwrap(), [good]);
+    assert_eq!(
+        admin::replay_parked(&db.pool, Some(&[bad])).await.unwrap(),
+        Vec::<i64>::new()
+    );
+    assert_eq!(row(&db.pool, bad).await.0, "parked");
 }

@@ -41,7 +41,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (3, "processed_keys".to_string()),
             (4, "schedules".to_string()),
             (5, "outbox".to_string()),
-            (6, "dedupe_digest".to_string())
+            (6, "dedupe_digest".to_string()),
+            (7, "outbox_ids_topics".to_string())
         ]
     );
     let sqlx_history: Option<String> =

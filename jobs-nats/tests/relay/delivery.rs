@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use jobs_postgres::outbox::publish_in;
 
-use crate::support::{assert_stored_in_order, relay_until, Counting, Env};
+use crate::support::{relay_until, Counting, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_transaction_publishes_nothing() {
@@ -33,7 +33,10 @@ async fn a_rolled_back_transaction_publishes_nothing() {
     .await;
     let stored = env.stored().await;
     assert_eq!(stored.len(), 1, "{stored:?}");
-    assert_eq!(stored[0].message_id, Some(committed[0].to_string()));
+    assert_eq!(
+        stored[0].message_id,
+        Some(env.message_id_of(committed[0]).await)
+    );
     let payload: serde_json::Value = serde_json::from_str(&stored[0].payload).unwrap();
     assert_eq!(payload, serde_json::json!({ "n": 2 }));
     assert_eq!(
@@ -70,8 +73,10 @@ async fn a_committed_event_is_published_exactly_once_in_order() {
 
     let stored = env.stored().await;
     assert_eq!(stored.len(), 30, "{stored:?}");
-    assert_stored_in_order(&stored, &env.prefix, "orders.placed", &placed);
-    assert_stored_in_order(&stored, &env.prefix, "orders.paid", &paid);
+    env.assert_stored_in_order(&stored, "orders.placed", &placed)
+        .await;
+    env.assert_stored_in_order(&stored, "orders.paid", &paid)
+        .await;
     assert!(
         publisher.calls().values().all(|calls| *calls == 1),
         "each row handed to the broker once: {:?}",
@@ -138,7 +143,7 @@ async fn two_relays_at_once_publish_each_row_once() {
     let stored = env.stored().await;
     assert_eq!(stored.len(), 400);
     for (topic, ids) in topics.iter().zip(&ids) {
-        assert_stored_in_order(&stored, &env.prefix, topic, ids);
+        env.assert_stored_in_order(&stored, topic, ids).await;
     }
     env.finish().await;
 }

@@ -6,5 +6,7 @@
 mod support;
 
 mod delivery;
+mod ids;
 mod outage;
 mod parking;
+mod topics;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use jobs_nats::testing::NatsServer;
 
-use crate::support::{assert_stored_in_order, wait_until, Env};
+use crate::support::{wait_until, Env};
 
 /// How long the broker is down.
 const OUTAGE: Duration = Duration::from_secs(10);
@@ -72,7 +72,7 @@ async fn rows_written_while_the_broker_is_down_wait_then_all_arrive_in_order() {
 
     let stored = env.stored().await;
     assert_eq!(stored.len(), 40, "none lost, none twice");
-    assert_stored_in_order(&stored, &env.prefix, "payments", &ids);
+    env.assert_stored_in_order(&stored, "payments", &ids).await;
     assert_eq!(env.count("parked").await, 0);
     env.finish().await;
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{assert_stored_in_order, relay_until, Env};
+use crate::support::{relay_until, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_larger_than_the_server_accepts_is_parked_and_its_topic_goes_on() {
@@ -33,7 +33,8 @@ async fn a_message_larger_than_the_server_accepts_is_parked_and_its_topic_goes_o
         "{rows:?}"
     );
     let stored = env.stored().await;
-    assert_stored_in_order(&stored, &env.prefix, "reports", &[before[0], after[0]]);
+    env.assert_stored_in_order(&stored, "reports", &[before[0], after[0]])
+        .await;
 
     let stats = jobs_postgres::admin::stats(&env.pool).await.unwrap();
     assert_eq!((stats.outbox.parked, stats.outbox.unpublished), (1, 0));

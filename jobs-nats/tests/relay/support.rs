@@ -1,9 +1,10 @@
 //! A database and a stream per test, a relay publishing to that stream, and a publisher that
 //! counts what it is asked to publish.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Context};
@@ -14,7 +15,64 @@ use jobs_postgres::outbox::{
 };
 use jobs_postgres::testing::TestDatabase;
 use jobs_postgres::PgPool;
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use sqlx::Row;
+
+/// Another fresh, migrated database (keep the first value alive while using the pool).
+pub async fn another_database() -> (TestDatabase, PgPool) {
+    let database = TestDatabase::create().await.expect("create test database");
+    let pool = database.pool(4).await.expect("connect to test database");
+    jobs_postgres::migrate(&pool).await.expect("migrate");
+    (database, pool)
+}
+
+/// The value of counter `name` in this process, through a recorder installed the first time.
+pub fn counter(name: &str) -> u64 {
+    static RECORDER: OnceLock<Arc<Counters>> = OnceLock::new();
+    let counters = RECORDER.get_or_init(|| {
+        let counters = Arc::new(Counters::default());
+        metrics::set_global_recorder(Arc::clone(&counters))
+            .expect("no other metrics recorder in this test process");
+        counters
+    });
+    counters
+        .values
+        .lock()
+        .unwrap()
+        .get(name)
+        .map_or(0, |value| value.load(Ordering::Relaxed))
+}
+
+/// A recorder that keeps counters only, summed over their labels.
+#[derive(Default)]
+struct Counters {
+    values: Mutex<HashMap<String, Arc<AtomicU64>>>,
+}
+
+impl metrics::Recorder for Counters {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        let value = Arc::clone(
+            self.values
+                .lock()
+                .unwrap()
+                .entry(key.name().to_owned())
+                .or_default(),
+        );
+        Counter::from_arc(value)
+    }
+
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
 
 /// A migrated database and a fresh stream on a NATS server.
 pub struct Env {
@@ -91,6 +149,31 @@ impl Env {
         ids
     }
 
+    /// The message id the relay publishes row `id` under.
+    pub async fn message_id_of(&self, id: OutboxId) -> String {
+        sqlx::query_scalar("SELECT message_id::text FROM jobs_outbox WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .expect("message id")
+    }
+
+    /// Asserts that every message of `topic` (subject `<prefix><topic>`) is stored once, in the
+    /// order of the rows `ids`, under their message ids.
+    pub async fn assert_stored_in_order(&self, stored: &[StoredMessage], topic: &str, ids: &[i64]) {
+        let mut expected = Vec::new();
+        for id in ids {
+            expected.push(self.message_id_of(*id).await);
+        }
+        let subject = format!("{}{topic}", self.prefix);
+        let order: Vec<String> = stored
+            .iter()
+            .filter(|message| message.subject == subject)
+            .map(|message| message.message_id.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(order, expected, "messages of {topic}, in stream order");
+    }
+
     /// Every message in this test's stream.
     pub async fn stored(&self) -> Vec<StoredMessage> {
         stored_messages(&self.jetstream, &self.stream)
@@ -140,19 +223,6 @@ pub fn fast_config() -> RelayConfig {
         },
         max_reconnect_delay: Duration::from_millis(200),
     }
-}
-
-/// Asserts that every message of `topic` (subject `<prefix><topic>`) is stored once, in the
-/// order of `ids`.
-pub fn assert_stored_in_order(stored: &[StoredMessage], prefix: &str, topic: &str, ids: &[i64]) {
-    let subject = format!("{prefix}{topic}");
-    let order: Vec<String> = stored
-        .iter()
-        .filter(|message| message.subject == subject)
-        .map(|message| message.message_id.clone().unwrap_or_default())
-        .collect();
-    let expected: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    assert_eq!(order, expected, "messages of {topic}, in stream order");
 }
 
 /// Wraps a publisher, counting the publishes asked for, by row id.

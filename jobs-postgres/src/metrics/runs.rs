@@ -9,8 +9,8 @@ use std::time::Duration;
 use ::metrics::{counter, histogram, Counter, Histogram, SharedString};
 
 use super::{
-    labels, DropReason, OutcomeLabel, OUTCOMES_DROPPED_TOTAL, PICKUP_LATENCY_SECONDS,
-    RESCUED_TOTAL, RESCUES_REFUSED_TOTAL, RUNS_TOTAL, RUN_SECONDS,
+    labels, DropReason, OutcomeLabel, OUTBOX_DUPLICATE_IDS_TOTAL, OUTCOMES_DROPPED_TOTAL,
+    PICKUP_LATENCY_SECONDS, RESCUED_TOTAL, RESCUES_REFUSED_TOTAL, RUNS_TOTAL, RUN_SECONDS,
 };
 
 /// The series of one kind in one queue, each registered with the recorder the first time it is
@@ -155,6 +155,12 @@ pub(crate) fn rescue_refused(kind: &str, queue: &str) {
         labels::QUEUE => queue.to_owned()
     )
     .increment(1);
+}
+
+/// This process's relay parked an outbox row whose message id the broker held for another
+/// message.
+pub(crate) fn outbox_duplicate_id() {
+    counter!(OUTBOX_DUPLICATE_IDS_TOTAL).increment(1);
 }
 
 /// This process's rescue brought back a job of `kind` in `queue` as `state`.

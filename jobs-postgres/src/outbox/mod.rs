@@ -7,7 +7,8 @@
 //! business data does; a [`Relay`] publishes it later through a [`Publisher`] (NATS JetStream:
 //! the `jobs-nats` crate) and marks it published.
 //!
-//! - [`publish_in`] / [`publish_event_in`]: write an event (ids, not snapshots).
+//! - [`publish_in`] / [`publish_event_in`]: write an event (ids, not snapshots); its topic must
+//!   pass [`validate_topic`].
 //! - [`Publisher`]: the seam to a broker, one method; [`PublishError`] says retryable or
 //!   permanent.
 //! - [`Relay`]: claims, publishes and marks rows a batch at a time; standalone
@@ -28,9 +29,11 @@
 //! [`admin::outbox`]: crate::admin::outbox
 
 mod config;
+mod payload;
 mod publish;
 mod publisher;
 mod relay;
+mod topic;
 
 pub use config::RelayConfig;
 /// The retry policy of [`RelayConfig::retry`], shared with jobs.
@@ -39,3 +42,4 @@ pub use publish::{publish_event_in, publish_in, Event, OutboxError, OutboxId};
 pub use publisher::{OutboxMessage, PublishError, Publisher, Retry};
 pub(crate) use relay::RelayTask;
 pub use relay::{Relay, RelayError, RelayReport};
+pub use topic::{validate_topic, TopicError, MAX_TOPIC_BYTES};

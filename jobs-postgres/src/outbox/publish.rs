@@ -4,10 +4,13 @@ use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::PgConnection;
 
+use super::payload::path_of_nul;
+use super::topic::{validate_topic, TopicError};
 use crate::sql;
 
-/// The id of an outbox row: it grows in the order rows are written, and the relay hands it to
-/// the broker as the message id, for the broker's deduplication.
+/// The id of an outbox row: it grows in the order rows are written, which is the order the relay
+/// publishes a topic's rows in. (The broker's message id is the row's `message_id`, a uuid: see
+/// [`OutboxMessage::message_id`](super::OutboxMessage::message_id).)
 pub type OutboxId = i64;
 
 /// An event with a fixed topic, for [`publish_event_in`].
@@ -45,9 +48,17 @@ pub enum OutboxError {
         #[source]
         source: serde_json::Error,
     },
-    /// The topic is empty.
-    #[error("an outbox topic cannot be empty")]
-    EmptyTopic,
+    /// The topic is not valid (see [`validate_topic`]): nothing was written.
+    #[error(transparent)]
+    InvalidTopic(#[from] TopicError),
+    /// The payload holds U+0000, which PostgreSQL's `jsonb` cannot store: nothing was written.
+    #[error("the payload of an event of topic `{topic}` holds a NUL character (U+0000) at `{field}`, which PostgreSQL cannot store")]
+    NulInPayload {
+        /// The topic.
+        topic: String,
+        /// Where: a path such as `order.notes[1]`, `$` for the payload itself.
+        field: String,
+    },
     /// The database refused the write.
     #[error("writing to the outbox failed: {0}")]
     Database(#[from] sqlx::Error),
@@ -56,6 +67,11 @@ pub enum OutboxError {
 /// Writes an event of `topic` with `payload` (encoded as JSON) to the outbox on `conn`: in the
 /// caller's transaction when `conn` is one, so the event exists exactly when the transaction
 /// commits. A relay publishes it later (see [`Relay`](super::Relay)).
+///
+/// The topic must be valid ([`validate_topic`]: dot-separated tokens, no whitespace, control
+/// characters or wildcards, at most 255 bytes) and the payload free of U+0000. Either mistake is
+/// refused before anything is sent to the database, so the caller's transaction is untouched
+/// and can still commit its other work.
 ///
 /// ```no_run
 /// # async fn place_order(pool: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
@@ -73,13 +89,17 @@ pub async fn publish_in<T: Serialize + ?Sized>(
     topic: &str,
     payload: &T,
 ) -> Result<OutboxId, OutboxError> {
-    if topic.is_empty() {
-        return Err(OutboxError::EmptyTopic);
-    }
+    validate_topic(topic)?;
     let payload = serde_json::to_value(payload).map_err(|source| OutboxError::Encode {
         topic: topic.to_owned(),
         source,
     })?;
+    if let Some(field) = path_of_nul(&payload) {
+        return Err(OutboxError::NulInPayload {
+            topic: topic.to_owned(),
+            field,
+        });
+    }
     let id = sqlx::query_scalar(sql::INSERT_OUTBOX)
         .bind(topic)
         .bind(Json(payload))

@@ -11,9 +11,10 @@ use sqlx::{FromRow, PgPool};
 use tokio::sync::watch;
 
 use super::{OutboxId, OutboxMessage, PublishError, Publisher, RelayConfig, Retry};
+use crate::metrics;
 use crate::sql;
 use crate::worker::backoff::ReconnectBackoff;
-use crate::worker::ConfigError;
+use crate::worker::{storable_text, ConfigError};
 
 /// Why a batch could not be relayed. Nothing is lost: the rows of a batch that failed stay
 /// pending (those already published are published again, and the broker drops the copies).
@@ -47,6 +48,7 @@ pub struct RelayReport {
 #[derive(FromRow)]
 struct ClaimedRow {
     id: OutboxId,
+    message_id: uuid::Uuid,
     topic: String,
     payload: String,
     attempts: i32,
@@ -93,9 +95,15 @@ impl Outcomes {
 /// the health numbers, and replayed by an operator; the later rows of its topic go on.
 ///
 /// **Crashes.** A relay that dies between publishing and committing leaves its batch pending:
-/// the next batch publishes those rows again with the same message ids, which the broker drops
-/// within its deduplication window. Delivery is at least once: consumers must still be
-/// idempotent.
+/// the next batch publishes those rows again with the same message ids (each row's uuid,
+/// unique beyond this database), which the broker drops within its deduplication window.
+/// Delivery is at least once: consumers must still be idempotent.
+///
+/// **Duplicate ids.** A publisher that finds the broker holding a *different* message under a
+/// row's message id returns [`PublishError::duplicate_id`]: the row is parked with that error,
+/// logged at error level and counted in
+/// [`OUTBOX_DUPLICATE_IDS_TOTAL`](crate::metrics::OUTBOX_DUPLICATE_IDS_TOTAL), rather than marked
+/// published while the broker dropped it.
 pub struct Relay<P> {
     pool: PgPool,
     publisher: P,
@@ -147,6 +155,7 @@ impl<P: Publisher> Relay<P> {
             let attempt = u32::try_from(row.attempts).unwrap_or(0).saturating_add(1);
             let message = OutboxMessage {
                 id: row.id,
+                message_id: row.message_id,
                 topic: row.topic,
                 payload: row.payload,
                 attempt,
@@ -192,8 +201,22 @@ impl<P: Publisher> Relay<P> {
         report: &mut RelayReport,
     ) {
         let retry = &self.config.retry;
-        let text = Some(error.message().to_owned());
-        if error.retry() == Retry::Permanent || !retry.has_attempts_left(message.attempt) {
+        // Publishers' texts come from elsewhere: a NUL would make the batch's outcomes unwritable.
+        let text = Some(storable_text(error.message().to_owned()));
+        if error.is_duplicate_id() {
+            metrics::outbox_duplicate_id();
+            tracing::error!(
+                outbox.id = message.id,
+                outbox.message_id = %message.message_id,
+                outbox.topic = %message.topic,
+                attempt = message.attempt,
+                %error,
+                "outbox row parked: the broker holds another message under its message id, so it \
+                 dropped this one; something else publishes under the outbox's ids"
+            );
+            outcomes.push(message.id, "parked", Duration::ZERO, text);
+            report.parked += 1;
+        } else if error.retry() == Retry::Permanent || !retry.has_attempts_left(message.attempt) {
             tracing::error!(
                 outbox.id = message.id,
                 outbox.topic = %message.topic,

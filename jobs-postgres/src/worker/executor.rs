@@ -204,17 +204,21 @@ const DROPPED_OPEN: &str = "the job returned Ok but dropped its transaction with
 /// hold would make the outcome unwritable.
 const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
+/// `text` made storable in PostgreSQL's `text`, which cannot hold NUL characters: they are kept
+/// visible as `\0`. For every error text that comes from elsewhere (jobs, publishers).
+pub(crate) fn storable_text(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\\0")
+    } else {
+        text
+    }
+}
+
 /// The decision made storable: PostgreSQL's `text` cannot hold NUL characters (they are kept
-/// visible as `\0`), and delays are capped at [`MAX_DELAY`] (100 years). Either would make the
-/// outcome, and the batch of outcomes it travels with, unwritable.
+/// visible as `\0`, see [`storable_text`]), and delays are capped at [`MAX_DELAY`] (100 years).
+/// Either would make the outcome, and the batch of outcomes it travels with, unwritable.
 fn storable(decision: Decision) -> Decision {
-    let clean = |text: String| {
-        if text.contains('\0') {
-            text.replace('\0', "\\0")
-        } else {
-            text
-        }
-    };
+    let clean = storable_text;
     match decision {
         Decision::Retry { delay, mut error } => {
             error.message = clean(error.message);

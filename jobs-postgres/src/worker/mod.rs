@@ -44,6 +44,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::task::TaskTracker;
 
 pub use config::{Completion, ConfigError, WorkerConfig};
+pub(crate) use executor::storable_text;
 use producer::{Claim, QueuePlan};
 use running::RunningJobs;
 

@@ -1,6 +1,7 @@
 //! Fault: a relay process SIGKILLed after the broker acknowledged a row and before the row was
 //! marked published. Proves: the row stays pending, the next relay publishes it again with the
-//! same message id, and the stream (its `Nats-Msg-Id` duplicate window) keeps one message.
+//! same message id, and the stream (its `Nats-Msg-Id` duplicate window) keeps one message, which
+//! the publisher recognises as the row's own: the row is published, not parked.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -92,7 +93,13 @@ async fn a_relay_killed_between_publish_and_mark_leaves_one_message_in_the_strea
     );
     let stored = stored_messages(&jetstream, &stream).await.unwrap();
     assert_eq!(stored.len(), 1, "the stream dropped the copy: {stored:?}");
-    assert_eq!(stored[0].message_id, Some(id.to_string()));
+    let message_id: String =
+        sqlx::query_scalar("SELECT message_id::text FROM jobs_outbox WHERE id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored[0].message_id, Some(message_id));
     eprintln!(
         "outbox kill: relay SIGKILLed between publish and mark; row {id} published twice, stored once"
     );
