@@ -7,7 +7,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 
 use super::backoff::ReconnectBackoff;
-use super::Shared;
+use super::{reach, Shared};
 use crate::sql::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any
@@ -30,6 +30,10 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
             Ok(listener) => listener,
             Err(error) => {
                 let delay = backoff.next_delay();
+                let error = tokio::select! {
+                    error = reach::explain(&shared.pool, error) => error,
+                    _ = stop.wait_for(|stop| *stop) => return,
+                };
                 tracing::warn!(%error, ?delay, "LISTEN failed; polling meanwhile, retrying");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => continue,
