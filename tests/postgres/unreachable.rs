@@ -1,17 +1,22 @@
 //! A worker whose database cannot be reached: it says why at the first failure ("Connection
 //! refused", not a pool timeout 30 s later), stops at once when asked to, and its run ends in
-//! an error, so that the process can exit non-zero.
+//! an error, so that the process can exit non-zero. Cut off later, it says why at once too.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use jobs::{Worker, WorkerError};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::PgPool;
-use tokio::sync::oneshot;
+use std::str::FromStr;
 
-use crate::support::fast_config;
+use jobs::{Worker, WorkerError};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::support::{fast_config, Db};
+use crate::test_jobs::record_run;
 
 /// How long the worker may take to say why, and to stop once asked.
 const PROMPTLY: Duration = Duration::from_secs(5);
@@ -133,4 +138,119 @@ async fn a_worker_that_cannot_reach_the_database_says_why_and_stops_at_once() {
         }
         other => panic!("expected NeverReachedDatabase, got {other:?}"),
     }
+}
+
+/// A TCP proxy to PostgreSQL that can be cut: its port closed, every connection through it
+/// dropped.
+struct Proxy {
+    port: u16,
+    accepting: JoinHandle<()>,
+    piping: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+/// Where the proxy connects: the test server, over TCP or its Unix socket.
+#[derive(Clone)]
+enum Target {
+    Tcp(String, u16),
+    Unix(std::path::PathBuf),
+}
+
+impl Target {
+    fn of(options: &PgConnectOptions) -> Self {
+        match options.get_socket() {
+            Some(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{}", options.get_port()))),
+            None => Target::Tcp(options.get_host().to_owned(), options.get_port()),
+        }
+    }
+}
+
+impl Proxy {
+    async fn to(target: Target) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("its address").port();
+        let piping: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let pipes = Arc::clone(&piping);
+        let accepting = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                pipes.lock().unwrap().push(tokio::spawn(async move {
+                    let _ = match target {
+                        Target::Tcp(host, port) => match TcpStream::connect((host, port)).await {
+                            Ok(mut outbound) => {
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await
+                            }
+                            Err(error) => Err(error),
+                        },
+                        Target::Unix(path) => match tokio::net::UnixStream::connect(path).await {
+                            Ok(mut outbound) => {
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await
+                            }
+                            Err(error) => Err(error),
+                        },
+                    };
+                }));
+            }
+        });
+        Self {
+            port,
+            accepting,
+            piping,
+        }
+    }
+
+    /// Closes the port and drops every connection: the database is gone, "Connection refused".
+    fn cut(&self) {
+        self.accepting.abort();
+        for pipe in self.piping.lock().unwrap().drain(..) {
+            pipe.abort();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_from_the_database_says_why_at_once() {
+    logs();
+    let db = Db::new().await;
+    let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
+    let proxy = Proxy::to(Target::of(&direct)).await;
+    let mut options = PgConnectOptions::new()
+        .host("127.0.0.1")
+        .port(proxy.port)
+        .username(direct.get_username());
+    if let Some(database) = direct.get_database() {
+        options = options.database(database);
+    }
+    let through_proxy = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .expect("connect through the proxy");
+    let worker = Worker::builder(through_proxy)
+        .kinds(["record_run"])
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    let id = record_run::enqueue(&db.pool, "before the cut".to_owned())
+        .await
+        .unwrap()
+        .id();
+    db.wait_for_state(id, "done").await;
+
+    proxy.cut();
+    let deadline = Instant::now() + PROMPTLY;
+    let needle = format!("127.0.0.1:{}", proxy.port);
+    loop {
+        let lines = logged_about(&needle);
+        if lines.iter().any(|line| is_refused(line)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no \"connection refused\" about {needle} within {PROMPTLY:?}: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    worker.stop_now().await;
 }

@@ -18,17 +18,22 @@ use super::backoff::ReconnectBackoff;
 const EXPLAIN_WITHIN: Duration = Duration::from_secs(5);
 
 /// Checks now that the database of `pool` accepts a connection, and says why not: an idle
-/// connection of the pool is enough; otherwise one connection is opened outside the pool (and
-/// closed), within the pool's acquire timeout.
+/// connection of the pool that answers a ping is enough (one that does not is closed);
+/// otherwise one connection is opened outside the pool (and closed), within the pool's acquire
+/// timeout.
 ///
 /// Call it before the first statement of a process (`jobs::migrate`, say) to report a wrong
 /// address or port at once, as "Connection refused", instead of `PoolTimedOut` 30 s later. A
 /// worker does it by itself when it starts.
 pub async fn check_connection(pool: &PgPool) -> Result<(), sqlx::Error> {
-    if pool.try_acquire().is_some() {
-        return Ok(());
+    let within = pool.options().get_acquire_timeout();
+    if let Some(mut idle) = pool.try_acquire() {
+        if let Ok(Ok(())) = tokio::time::timeout(within, idle.ping()).await {
+            return Ok(());
+        }
+        idle.close_on_drop();
     }
-    connect_directly(pool, pool.options().get_acquire_timeout()).await
+    connect_directly(pool, within).await
 }
 
 /// One connection to the database of `pool`, outside the pool, closed at once; an error
