@@ -254,3 +254,56 @@ async fn a_worker_cut_off_from_the_database_says_why_at_once() {
     }
     worker.stop_now().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_during_an_outage_with_no_job_running_ends_at_once() {
+    logs();
+    let db = Db::new().await;
+    let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
+    let proxy = Proxy::to(Target::of(&direct)).await;
+    let mut options = PgConnectOptions::new()
+        .host("127.0.0.1")
+        .port(proxy.port)
+        .username(direct.get_username());
+    if let Some(database) = direct.get_database() {
+        options = options.database(database);
+    }
+    // sqlx's default acquire timeout (30 s) and the default grace period (30 s).
+    let through_proxy = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .expect("connect through the proxy");
+    let worker = Worker::builder(through_proxy)
+        .kinds(["record_run"])
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    let id = record_run::enqueue(&db.pool, "before the cut".to_owned())
+        .await
+        .unwrap()
+        .id();
+    db.wait_for_state(id, "done").await;
+
+    proxy.cut();
+    // Two failed reconnections of LISTEN: by then the queue's claim loop (polling every 50 ms)
+    // waits for a connection the pool cannot open.
+    let deadline = Instant::now() + PROMPTLY;
+    let needle = format!("127.0.0.1:{}", proxy.port);
+    while logged_about(&needle)
+        .iter()
+        .filter(|line| line.contains("LISTEN failed") && is_refused(line))
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "{:?}", logged_about(&needle));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Nothing runs, nothing can be claimed: the shutdown has nothing to wait for.
+    tokio::time::timeout(PROMPTLY, worker.shutdown())
+        .await
+        .expect("the shutdown ends promptly during an outage");
+}

@@ -664,7 +664,8 @@ async fn supervise(
         );
         shared.shutdown_requested.send_replace(true);
         // The grace period counts from the request: a producer still waiting for its claim
-        // (for a connection, during an outage) uses it up too, and is stopped when it ends.
+        // (for a connection, during an outage) uses it up too, and is stopped when it ends;
+        // at once when no job runs and the database cannot be reached at all.
         let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
         let mut settled = pin!(async {
             for service in services {
@@ -673,10 +674,23 @@ async fn supervise(
             executors.close();
             executors.wait().await;
         });
-        if tokio::time::timeout_at(deadline, &mut settled)
-            .await
-            .is_err()
-        {
+        let in_time = tokio::select! {
+            ended = tokio::time::timeout_at(deadline, &mut settled) => ended.is_ok(),
+            () = reach::outage_with_nothing_running(&shared.pool, &executors) => {
+                // Nothing to settle, and the services can only be waiting for a database that
+                // cannot answer (a claim that went through before the outage began comes back
+                // when its lease expires, as after the grace period).
+                tracing::warn!(
+                    "the database cannot be reached and no job runs: stopping without waiting for it"
+                );
+                for task in &service_tasks {
+                    task.abort();
+                }
+                // A job claimed at the last moment still gets what is left of the grace period.
+                tokio::time::timeout_at(deadline, &mut settled).await.is_ok()
+            }
+        };
+        if !in_time {
             tracing::warn!(
                 running = shared.running.len(),
                 "grace period over; interrupting running jobs and handing them back"

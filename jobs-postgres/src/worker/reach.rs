@@ -11,11 +11,15 @@ use std::time::Duration;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
 
 use super::backoff::ReconnectBackoff;
 
 /// Longest a direct connection made to explain a pool timeout may take.
 const EXPLAIN_WITHIN: Duration = Duration::from_secs(5);
+
+/// How often a shutdown that does not settle looks whether the database is reachable.
+const OUTAGE_CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// Checks now that the database of `pool` accepts a connection, and says why not: an idle
 /// connection of the pool that answers a ping is enough (one that does not is closed);
@@ -121,6 +125,24 @@ pub(crate) async fn first_connection(
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             _ = stop.wait_for(|stop| *stop) => return Err(last),
+        }
+    }
+}
+
+/// Resolves once no executor of `executors` runs and the server of `pool` cannot be reached at
+/// all (the connection fails below the protocol: refused, reset, unreachable, no answer; a
+/// server that answers with an error, such as "too many clients", is reachable). Looks every
+/// [`OUTAGE_CHECK_EVERY`], first after one period: a shutdown that settles by then never asks.
+pub(crate) async fn outage_with_nothing_running(pool: &PgPool, executors: &TaskTracker) {
+    loop {
+        tokio::time::sleep(OUTAGE_CHECK_EVERY).await;
+        if !executors.is_empty() {
+            continue;
+        }
+        if let Err(sqlx::Error::Io(_) | sqlx::Error::Tls(_)) = check_connection(pool).await {
+            if executors.is_empty() {
+                return;
+            }
         }
     }
 }
