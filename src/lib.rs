@@ -19,8 +19,9 @@
 //! send_receipt::enqueue_in(&mut tx, 1042).await?; // commits or rolls back with the order
 //! tx.commit().await?;
 //!
+//! jobs::check_connection(&pool).await?; // "Connection refused" at once, not a pool timeout
 //! jobs::migrate(&pool).await?;
-//! jobs::Worker::builder(pool).state(mailer).build()?.run_until(jobs::shutdown_signal()).await;
+//! jobs::Worker::builder(pool).state(mailer).build()?.run_until(jobs::shutdown_signal()).await?;
 //! ```
 //!
 //! ## `#[job(...)]` keys
@@ -55,7 +56,7 @@
 
 pub use jobs_core::*;
 pub use jobs_macros::{error_class, job};
-pub use jobs_postgres::worker::{shutdown_signal, Signal, Stopped};
+pub use jobs_postgres::worker::{check_connection, shutdown_signal, Signal, Stopped};
 pub use jobs_postgres::{
     enqueue_job, enqueue_jobs, is_processed, mark_processed, migrate, EnqueueBuilder, EnqueueError,
     Enqueued, JobContextExt, JobTransaction, MigrateError, MigrationReport, PgConnection, PgPool,

@@ -11,6 +11,15 @@ use jobs_core::JobId;
 /// Connects to DATABASE_URL, or --database-url. Exit codes: 0 success (for `check`: healthy),
 /// 1 `check` found a threshold crossed, 2 the command could not run (one line on stderr says
 /// why).
+///
+/// Commands that change the queue (dead replay and discard, outbox replay, prune, schedule
+/// remove) take --dry-run (show what would change, change nothing) and --json. A broad
+/// selection (dead jobs chosen without --id, every parked outbox row) asks for confirmation on
+/// a terminal; --yes skips the question, and without a terminal on stdin (scripts, cron) such a
+/// command is refused unless --yes is given.
+///
+/// Text from the database (errors, names, keys, payloads) is printed with control characters
+/// escaped (`\u{1b}`, `\r`, `\n`); --json prints it exactly, as JSON escapes.
 #[derive(Debug, Parser)]
 #[command(name = "jobs", version)]
 pub struct Cli {
@@ -63,6 +72,9 @@ pub enum Command {
     ///
     /// Workers do this by themselves (every minute, 7 days' retention by default); this runs it
     /// now, until nothing older is left. Only one process deletes at a time.
+    ///
+    /// Never asks for confirmation: it deletes only what workers delete by themselves once it is
+    /// older than their retention. See what it would delete with --dry-run.
     Prune {
         /// Delete what finished longer ago than this.
         #[arg(long, value_name = "AGE", default_value = "7d", value_parser = duration)]
@@ -70,6 +82,9 @@ pub enum Command {
         /// Jobs deleted per statement.
         #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
         batch_size: u32,
+        /// Preview or JSON.
+        #[command(flatten)]
+        change: ChangeArgs,
     },
     /// Exit 1 with one line per threshold crossed, 0 when healthy: for cron, probes and
     /// monitoring.
@@ -117,6 +132,9 @@ pub enum OutboxCommand {
     ///
     /// A replayed row goes before the rows of its topic still pending, after those already
     /// published. Safe to repeat: rows no longer parked are left alone.
+    ///
+    /// --all asks for confirmation on a terminal, and is refused without one unless --yes is
+    /// given.
     Replay {
         /// This row (repeat for several).
         #[arg(long = "id", value_name = "ID", required_unless_present = "all")]
@@ -124,6 +142,12 @@ pub enum OutboxCommand {
         /// Every parked row.
         #[arg(long, conflicts_with = "ids")]
         all: bool,
+        /// Preview or JSON.
+        #[command(flatten)]
+        change: ChangeArgs,
+        /// Confirmation.
+        #[command(flatten)]
+        confirm: ConfirmArgs,
     },
 }
 
@@ -139,6 +163,9 @@ pub enum ScheduleCommand {
         /// Remove it even when its ticks are being kept up with.
         #[arg(long)]
         force: bool,
+        /// Preview or JSON.
+        #[command(flatten)]
+        change: ChangeArgs,
     },
 }
 
@@ -170,17 +197,55 @@ pub enum DeadCommand {
     /// Safe while workers run and safe to repeat: jobs no longer dead are left alone. A job
     /// whose `active` dedupe key is held by another ready or running job is skipped and
     /// reported: replay it once that job is finished.
+    ///
+    /// Without --id the selection is broad: it asks for confirmation on a terminal, and is
+    /// refused without one unless --yes is given.
     Replay {
         /// Which dead jobs.
         #[command(flatten)]
         selection: Selection,
+        /// Preview or JSON.
+        #[command(flatten)]
+        change: ChangeArgs,
+        /// Confirmation.
+        #[command(flatten)]
+        confirm: ConfirmArgs,
     },
     /// Delete dead jobs and their history for good.
+    ///
+    /// Without --id the selection is broad: it asks for confirmation on a terminal, and is
+    /// refused without one unless --yes is given.
     Discard {
         /// Which dead jobs.
         #[command(flatten)]
         selection: Selection,
+        /// Preview or JSON.
+        #[command(flatten)]
+        change: ChangeArgs,
+        /// Confirmation.
+        #[command(flatten)]
+        confirm: ConfirmArgs,
     },
+}
+
+/// How a command that changes the queue runs and reports.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ChangeArgs {
+    /// Change nothing: show what the command would affect now.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Whether a broad selection may go ahead without asking.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ConfirmArgs {
+    /// Go ahead without asking, even when the selection is broad (required without a terminal
+    /// on stdin).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// Narrows a listing of dead jobs.

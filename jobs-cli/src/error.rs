@@ -52,6 +52,21 @@ pub enum CliError {
         /// ", next due at ..." when it has a next tick.
         next: String,
     },
+    /// A broad change without `--yes`, and no terminal on stdin to ask on.
+    #[error("not done: {action} needs confirmation, and stdin is not a terminal to ask on; pass --yes to go ahead, or --dry-run to see what it would change")]
+    ConfirmationNeeded {
+        /// What would have been done.
+        action: String,
+    },
+    /// The operator answered no.
+    #[error("not done: the answer to \"{question}?\" was not yes")]
+    Declined {
+        /// The question asked.
+        question: String,
+    },
+    /// The answer to a confirmation could not be read.
+    #[error("cannot read the answer: {0}")]
+    Prompt(#[source] std::io::Error),
     /// The async runtime could not start.
     #[error("could not start: {0}")]
     Runtime(#[source] std::io::Error),

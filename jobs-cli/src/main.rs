@@ -1,7 +1,8 @@
 //! `jobs`: operate a jobs queue from the command line.
 //!
 //! `jobs migrate`, `jobs stats`, `jobs dead list|show|replay|discard`,
-//! `jobs outbox list|replay`, `jobs prune` and `jobs check`, against the database at `DATABASE_URL` or `--database-url`. The logic lives in
+//! `jobs outbox list|replay`, `jobs schedule remove`, `jobs prune` and `jobs check`, against the
+//! database at `DATABASE_URL` or `--database-url`. The logic lives in
 //! `jobs_postgres::admin` (also `jobs::admin`); this binary parses arguments, connects, and
 //! prints.
 //!
@@ -11,8 +12,10 @@
 
 mod cli;
 mod commands;
+mod confirm;
 mod connect;
 mod error;
+mod escape;
 mod progress;
 mod table;
 
@@ -46,7 +49,7 @@ fn main() -> ExitCode {
 
 /// Prints `error` as one line on stderr and returns the error exit code.
 fn fail(error: &CliError) -> ExitCode {
-    eprintln!("jobs: {}", one_line(&error.to_string()));
+    eprintln!("jobs: {}", escape::shown(&one_line(&error.to_string())));
     ExitCode::from(EXIT_ERROR)
 }
 

@@ -24,9 +24,15 @@ impl Table {
         }
     }
 
-    /// Adds a row, one cell per column.
+    /// Adds a row, one cell per column; control characters in a cell are escaped (see
+    /// [`shown`](crate::escape::shown)), so no cell can break the table or drive the terminal.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .iter()
+                .map(|cell| crate::escape::shown(cell))
+                .collect(),
+        );
     }
 
     /// The table as text, one line per row after the header, each ending in a newline.

@@ -597,6 +597,38 @@ FROM checked
 ORDER BY checked.id"
 );
 
+/// What [`REPLAY_DEAD`] would do, changing nothing: up to `$6` dead jobs matching `$1`..`$4`
+/// with an id above `$5`, by id, each with the id of the job holding its `active` dedupe key when
+/// a replay would skip it. The holder is a ready or running job, or else the first dead job of
+/// the whole selection with the same key (the one a replay makes ready first, in an earlier
+/// batch or this one).
+pub const PREVIEW_REPLAY_DEAD: &str = concat!(
+    "
+WITH candidates AS (
+    SELECT id, kind, queue, dedupe_key, dedupe_scope
+    FROM jobs_queue
+    WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+    ORDER BY id
+    LIMIT $6
+)
+SELECT c.id, c.kind, c.queue, c.dedupe_key,
+       CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
+           (SELECT holder.id FROM jobs_queue AS holder
+            WHERE holder.kind = c.kind AND holder.dedupe_key = c.dedupe_key
+              AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
+            LIMIT 1),
+           (SELECT min(id) FROM jobs_queue
+            WHERE kind = c.kind AND dedupe_key = c.dedupe_key AND dedupe_scope = 'active'
+              AND id < c.id AND ",
+    dead_jobs_matching!(),
+    "))
+       END AS held_by
+FROM candidates AS c
+ORDER BY c.id"
+);
+
 /// Deletes up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id; returns the
 /// deleted ones.
 pub const DISCARD_DEAD: &str = concat!(
@@ -614,6 +646,18 @@ DELETE FROM jobs_queue AS j
 USING doomed
 WHERE j.id = doomed.id
 RETURNING j.id, j.kind, j.queue"
+);
+
+/// What [`DISCARD_DEAD`] would delete, changing nothing: up to `$6` dead jobs matching
+/// `$1`..`$4` with an id above `$5`, by id.
+pub const PREVIEW_DISCARD_DEAD: &str = concat!(
+    "
+SELECT id, kind, queue FROM jobs_queue
+WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+ORDER BY id
+LIMIT $6"
 );
 
 /// Advisory lock key that lets one process prune at a time (`"jobs_ret"` as bytes).
@@ -662,6 +706,21 @@ WITH retention_lock AS (
     RETURNING 1
 )
 SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";
+
+/// What retention would delete now, changing nothing: done and cancelled jobs finished more than
+/// `$1` seconds ago, expired processed keys, and outbox rows published more than `$1` seconds ago
+/// (the selections of [`PRUNE_FINISHED`], [`PRUNE_PROCESSED_KEYS`] and
+/// [`PRUNE_PUBLISHED_OUTBOX`], without their batch limits).
+pub const COUNT_PRUNABLE: &str = "
+SELECT (SELECT count(*) FROM jobs_queue
+        WHERE state = 'done' AND finished_at < now() - make_interval(secs => $1)) AS done,
+       (SELECT count(*) FROM jobs_queue
+        WHERE state = 'cancelled' AND finished_at < now() - make_interval(secs => $1))
+           AS cancelled,
+       (SELECT count(*) FROM jobs_processed_keys WHERE expires_at <= now()) AS processed_keys,
+       (SELECT count(*) FROM jobs_outbox
+        WHERE state = 'published' AND published_at < now() - make_interval(secs => $1))
+           AS outbox";
 
 /// Records processed key `$1`, to expire `$2` seconds from now (never when `NULL`), unless it is
 /// already recorded and unexpired; returns a row only when this statement recorded it. A key
@@ -845,16 +904,28 @@ WHERE state = 'parked' AND id > $1 AND ($3::text IS NULL OR topic = $3)
 ORDER BY id
 LIMIT $2";
 
+/// The condition selecting the parked outbox rows a replay takes, shared by [`REPLAY_PARKED`]
+/// and [`PREVIEW_REPLAY_PARKED`]: ids `$1` (NULL for every parked row), above `$2`, with a valid
+/// topic (a row written before topics were checked stays parked: see [`REPLAY_PARKED`]).
+macro_rules! parked_rows_matching {
+    () => {
+        "state = 'parked' AND id > $2 AND ($1::bigint[] IS NULL OR id = ANY($1))
+      AND jobs_outbox_topic_is_valid(topic)"
+    };
+}
+
 /// Makes up to `$3` parked outbox rows with an id above `$2` pending again, by id: those of ids
 /// `$1` (NULL for every parked row), due at once with their attempts reset to 0 and their last
 /// error kept. A row whose topic is not valid (written before topics were checked) stays
 /// parked: it could never be published, and the table refuses it as pending. Returns the ids
 /// made pending.
-pub const REPLAY_PARKED: &str = "
+pub const REPLAY_PARKED: &str = concat!(
+    "
 WITH candidates AS (
     SELECT id FROM jobs_outbox
-    WHERE state = 'parked' AND id > $2 AND ($1::bigint[] IS NULL OR id = ANY($1))
-      AND jobs_outbox_topic_is_valid(topic)
+    WHERE ",
+    parked_rows_matching!(),
+    "
     ORDER BY id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -863,4 +934,13 @@ UPDATE jobs_outbox AS o
 SET state = 'pending', attempts = 0, next_attempt_at = now(), parked_at = NULL
 FROM candidates
 WHERE o.id = candidates.id
-RETURNING o.id";
+RETURNING o.id"
+);
+
+/// What [`REPLAY_PARKED`] would make pending, changing nothing: up to `$3` parked rows with an
+/// id above `$2`, by id, those of ids `$1` (NULL for every parked row).
+pub const PREVIEW_REPLAY_PARKED: &str = concat!(
+    "SELECT id FROM jobs_outbox WHERE ",
+    parked_rows_matching!(),
+    " ORDER BY id LIMIT $3"
+);

@@ -293,6 +293,68 @@ async fn replay_skips_a_job_whose_active_dedupe_key_another_job_holds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn previews_foretell_replay_and_discard_and_change_nothing() {
+    let db = Db::new().await;
+    let holder = JobRows {
+        run_at: "now() + interval '1 hour'",
+        dedupe: Some(("sync:1", "active")),
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    for (key, scope) in [
+        ("sync:1", "active"),
+        ("sync:2", "active"),
+        ("sync:2", "active"),
+        ("receipt:1", "retained"),
+    ] {
+        JobRows {
+            state: "dead",
+            dedupe: Some((key, scope)),
+            ..JobRows::default()
+        }
+        .insert(&db.pool)
+        .await;
+    }
+    JobRows {
+        state: "dead",
+        kind: "other",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let filter = DeadFilter::all().kind("resize");
+
+    let discard = admin::preview_discard(&db.pool, &filter).await.unwrap();
+    assert_eq!(discard.discarded.len(), 4);
+    let preview = admin::preview_replay(&db.pool, &filter).await.unwrap();
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'dead'")
+            .await,
+        5,
+        "a preview changed nothing"
+    );
+    assert_eq!(preview.skipped[0].held_by, holder[0]);
+
+    // A replay one job per statement: the twin replayed first holds the key for the second, as
+    // the preview said, though it was in another batch.
+    let mut report = admin::ReplayReport::default();
+    let mut after = 0;
+    loop {
+        let batch = admin::replay_batch(&db.pool, &filter, after, 1)
+            .await
+            .unwrap();
+        report.merge(batch.report);
+        match batch.resume_after {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    assert_eq!(preview, report);
+    assert_eq!((report.replayed.len(), report.skipped.len()), (2, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_deletes_only_the_dead_jobs_that_match() {
     let db = Db::new().await;
     let old = JobRows {

@@ -26,6 +26,7 @@ mod resilience;
 mod schedules;
 mod schema;
 mod shutdown;
+mod unreachable;
 mod unwritable;
 mod worker_metrics;
 mod worker_start;

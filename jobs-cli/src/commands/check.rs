@@ -24,7 +24,7 @@ pub async fn run(pool: &PgPool, thresholds: &HealthThresholds) -> Result<Report,
     }
     let mut text = String::new();
     for violation in &violations {
-        text.push_str(&violation.to_string());
+        text.push_str(&crate::escape::shown(&violation.to_string()));
         text.push('\n');
     }
     Ok(Report {

@@ -10,8 +10,10 @@ use jobs_postgres::PgPool;
 use serde_json::{json, Value};
 
 use super::{count, json_text, Report};
-use crate::cli::{FilterArgs, Selection};
+use crate::cli::{ChangeArgs, ConfirmArgs, FilterArgs, Selection};
+use crate::confirm;
 use crate::error::CliError;
+use crate::escape::shown;
 use crate::progress::Progress;
 use crate::table::{Align, Table};
 
@@ -61,7 +63,7 @@ pub async fn list(
             HumanDuration(std::time::Duration::from_secs(job.dead_for.as_secs())).to_string(),
             job.last_error
                 .as_ref()
-                .map_or_else(|| "-".to_owned(), |error| shorten(&describe(error))),
+                .map_or_else(|| "-".to_owned(), |error| shorten(&shown(&describe(error)))),
         ]);
     }
     let mut text = table.render();
@@ -86,9 +88,13 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
     }
     let mut text = format!(
         "job {}: kind {} in queue {}, {}\n",
-        job.id, job.kind, job.queue, job.state
+        job.id,
+        shown(&job.kind),
+        shown(&job.queue),
+        job.state
     );
-    let mut field = |name: &str, value: &str| text.push_str(&format!("  {name:<13}{value}\n"));
+    let mut field =
+        |name: &str, value: &str| text.push_str(&format!("  {name:<13}{}\n", shown(value)));
     field(
         "attempts",
         &format!("{} of {}", job.attempts, job.max_attempts),
@@ -111,88 +117,236 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
         text.push_str(&format!(
             "  #{} {} {}: {}\n",
             error.attempt,
-            error.at,
-            error.kind,
-            error.error.replace('\n', " ")
+            shown(&error.at),
+            shown(&error.kind),
+            shown(&error.error)
         ));
     }
     Ok(Report::success(text))
 }
 
-/// `dead replay`.
-pub async fn replay(pool: &PgPool, selection: &Selection) -> Result<Report, CliError> {
+/// `dead replay`: replays the selection, or with `--dry-run` shows what a replay would do.
+pub async fn replay(
+    pool: &PgPool,
+    selection: &Selection,
+    change: ChangeArgs,
+    confirm: ConfirmArgs,
+) -> Result<Report, CliError> {
     let filter = selection_filter(selection);
-    let total = admin::count_dead(pool, &filter).await?;
-    let mut report = ReplayReport::default();
-    if total > 0 {
-        let progress = Progress::bar(total, "replaying dead jobs");
-        let mut after = 0;
-        loop {
-            let batch = admin::replay_batch(pool, &filter, after, BATCH).await?;
-            progress.advance((batch.report.replayed.len() + batch.report.skipped.len()) as u64);
-            report.merge(batch.report);
-            match batch.resume_after {
-                Some(next) => after = next,
-                None => break,
+    let report = if change.dry_run {
+        admin::preview_replay(pool, &filter).await?
+    } else {
+        let total = admin::count_dead(pool, &filter).await?;
+        confirm_broad(selection, "replay", total, confirm)?;
+        let mut report = ReplayReport::default();
+        if total > 0 {
+            let progress = Progress::bar(total, "replaying dead jobs");
+            let mut after = 0;
+            loop {
+                let batch = admin::replay_batch(pool, &filter, after, BATCH).await?;
+                progress.advance((batch.report.replayed.len() + batch.report.skipped.len()) as u64);
+                report.merge(batch.report);
+                match batch.resume_after {
+                    Some(next) => after = next,
+                    None => break,
+                }
             }
         }
+        report
+    };
+    let not_dead = report.not_dead(&filter);
+    if change.json {
+        return Ok(Report::success(json_text(&json!({
+            "dry_run": change.dry_run,
+            "replayed": report.replayed.iter().map(job_ref_json).collect::<Vec<_>>(),
+            "skipped": report.skipped.iter().map(|skipped| json!({
+                "id": skipped.job.id,
+                "kind": skipped.job.kind,
+                "queue": skipped.job.queue,
+                "dedupe_key": skipped.dedupe_key,
+                "held_by": skipped.held_by,
+            })).collect::<Vec<_>>(),
+            "not_dead": not_dead,
+        }))));
     }
-    let mut text = if report.replayed.is_empty() {
-        "no dead jobs replayed\n".to_owned()
+    let mut text = if change.dry_run {
+        jobs_table(&report.replayed)
+    } else {
+        String::new()
+    };
+    let (done, skip) = if change.dry_run {
+        ("would replay", "would skip")
+    } else {
+        ("replayed", "skipped")
+    };
+    text.push_str(&if report.replayed.is_empty() {
+        format!(
+            "no dead jobs {}\n",
+            if change.dry_run {
+                "to replay"
+            } else {
+                "replayed"
+            }
+        )
     } else {
         format!(
-            "replayed {}: {}\n",
+            "{done} {}: {}\n",
             count(report.replayed.len(), "dead job"),
             by_kind(&report.replayed)
         )
-    };
+    });
     for skipped in &report.skipped {
         text.push_str(&format!(
-            "skipped job {} (kind {}, queue {}): job {} holds its dedupe key {:?}; replay it once that job has finished\n",
-            skipped.job.id, skipped.job.kind, skipped.job.queue, skipped.held_by, skipped.dedupe_key
+            "{skip} job {} (kind {}, queue {}): job {} holds its dedupe key \"{}\"; replay it once that job has finished\n",
+            skipped.job.id,
+            shown(&skipped.job.kind),
+            shown(&skipped.job.queue),
+            skipped.held_by,
+            shown(&skipped.dedupe_key)
         ));
     }
-    for id in report.not_dead(&filter) {
+    for id in not_dead {
         text.push_str(&format!("job {id} is not dead: nothing to replay\n"));
     }
     Ok(Report::success(text))
 }
 
-/// `dead discard`.
-pub async fn discard(pool: &PgPool, selection: &Selection) -> Result<Report, CliError> {
+/// `dead discard`: deletes the selection, or with `--dry-run` shows what it would delete.
+pub async fn discard(
+    pool: &PgPool,
+    selection: &Selection,
+    change: ChangeArgs,
+    confirm: ConfirmArgs,
+) -> Result<Report, CliError> {
     let filter = selection_filter(selection);
-    let total = admin::count_dead(pool, &filter).await?;
-    let mut discarded = Vec::new();
-    if total > 0 {
-        let progress = Progress::bar(total, "discarding dead jobs");
-        let mut after = 0;
-        loop {
-            let batch = admin::discard_batch(pool, &filter, after, BATCH).await?;
-            progress.advance(batch.report.discarded.len() as u64);
-            discarded.extend(batch.report.discarded);
-            match batch.resume_after {
-                Some(next) => after = next,
-                None => break,
+    let discarded = if change.dry_run {
+        admin::preview_discard(pool, &filter).await?.discarded
+    } else {
+        let total = admin::count_dead(pool, &filter).await?;
+        confirm_broad(selection, "discard", total, confirm)?;
+        let mut discarded = Vec::new();
+        if total > 0 {
+            let progress = Progress::bar(total, "discarding dead jobs");
+            let mut after = 0;
+            loop {
+                let batch = admin::discard_batch(pool, &filter, after, BATCH).await?;
+                progress.advance(batch.report.discarded.len() as u64);
+                discarded.extend(batch.report.discarded);
+                match batch.resume_after {
+                    Some(next) => after = next,
+                    None => break,
+                }
             }
         }
+        discarded
+    };
+    let not_dead: Vec<JobId> = filter
+        .requested_ids()
+        .unwrap_or_default()
+        .iter()
+        .copied()
+        .filter(|id| !discarded.iter().any(|job| job.id == *id))
+        .collect();
+    if change.json {
+        return Ok(Report::success(json_text(&json!({
+            "dry_run": change.dry_run,
+            "discarded": discarded.iter().map(job_ref_json).collect::<Vec<_>>(),
+            "not_dead": not_dead,
+        }))));
     }
-    let mut text = if discarded.is_empty() {
-        "no dead jobs discarded\n".to_owned()
+    let mut text = if change.dry_run {
+        jobs_table(&discarded)
+    } else {
+        String::new()
+    };
+    text.push_str(&if discarded.is_empty() {
+        format!(
+            "no dead jobs {}\n",
+            if change.dry_run {
+                "to discard"
+            } else {
+                "discarded"
+            }
+        )
     } else {
         format!(
-            "discarded {}: {}\n",
+            "{} {}: {}\n",
+            if change.dry_run {
+                "would discard"
+            } else {
+                "discarded"
+            },
             count(discarded.len(), "dead job"),
             by_kind(&discarded)
         )
-    };
-    if let Some(ids) = filter.requested_ids() {
-        for id in ids {
-            if !discarded.iter().any(|job| job.id == *id) {
-                text.push_str(&format!("job {id} is not dead: nothing to discard\n"));
-            }
-        }
+    });
+    for id in not_dead {
+        text.push_str(&format!("job {id} is not dead: nothing to discard\n"));
     }
     Ok(Report::success(text))
+}
+
+/// Asks before `verb`ing `total` dead jobs when the selection names no ids (see
+/// [`confirm`](crate::confirm)).
+fn confirm_broad(
+    selection: &Selection,
+    verb: &str,
+    total: u64,
+    confirm: ConfirmArgs,
+) -> Result<(), CliError> {
+    if !selection.ids.is_empty() {
+        return Ok(());
+    }
+    let what = describe_selection(selection);
+    let action = format!("{verb} {what} (no --id given)");
+    if confirm::must_ask(&action, confirm.yes)? && total > 0 {
+        let jobs = count(usize::try_from(total).unwrap_or(usize::MAX), "dead job");
+        confirm::ask(&format!("{verb} {jobs}: {what}"))?;
+    }
+    Ok(())
+}
+
+/// `"every dead job"`, `"the dead jobs of kind K in queue Q dead for at least 7d"`.
+fn describe_selection(selection: &Selection) -> String {
+    let mut text = String::from("the dead jobs");
+    if let Some(kind) = &selection.kind {
+        text.push_str(&format!(" of kind {}", shown(kind)));
+    }
+    if let Some(queue) = &selection.queue {
+        text.push_str(&format!(" in queue {}", shown(queue)));
+    }
+    if let Some(age) = selection.older_than {
+        text.push_str(&format!(" dead for at least {}", HumanDuration(age)));
+    }
+    if text == "the dead jobs" {
+        "every dead job".to_owned()
+    } else {
+        text
+    }
+}
+
+/// The jobs a dry run would touch, one per line, or nothing when there are none.
+fn jobs_table(jobs: &[JobRef]) -> String {
+    if jobs.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new(&[
+        ("ID", Align::Right),
+        ("KIND", Align::Left),
+        ("QUEUE", Align::Left),
+    ]);
+    for job in jobs {
+        table.row(vec![
+            job.id.to_string(),
+            job.kind.clone(),
+            job.queue.clone(),
+        ]);
+    }
+    table.render()
+}
+
+fn job_ref_json(job: &JobRef) -> Value {
+    json!({ "id": job.id, "kind": job.kind, "queue": job.queue })
 }
 
 fn listing_filter(args: &FilterArgs) -> DeadFilter {
@@ -244,13 +398,13 @@ fn by_kind(jobs: &[JobRef]) -> String {
     }
     counts
         .iter()
-        .map(|((kind, queue), n)| format!("{kind} (queue {queue}) {n}"))
+        .map(|((kind, queue), n)| format!("{} (queue {}) {n}", shown(kind), shown(queue)))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 fn describe(error: &AttemptRecord) -> String {
-    format!("{}: {}", error.kind, error.error.replace('\n', " "))
+    format!("{}: {}", error.kind, error.error)
 }
 
 fn shorten(text: &str) -> String {

@@ -65,24 +65,40 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 json,
             } => dead::list(&pool, &filter, limit, json).await,
             DeadCommand::Show { id, json } => dead::show(&pool, id, json).await,
-            DeadCommand::Replay { selection } => dead::replay(&pool, &selection).await,
-            DeadCommand::Discard { selection } => dead::discard(&pool, &selection).await,
+            DeadCommand::Replay {
+                selection,
+                change,
+                confirm,
+            } => dead::replay(&pool, &selection, change, confirm).await,
+            DeadCommand::Discard {
+                selection,
+                change,
+                confirm,
+            } => dead::discard(&pool, &selection, change, confirm).await,
         },
         Command::Outbox { command } => match command {
             OutboxCommand::List { topic, limit, json } => {
                 outbox::list(&pool, topic.as_deref(), limit, json).await
             }
-            OutboxCommand::Replay { ids, all } => {
-                outbox::replay(&pool, if all { None } else { Some(&ids) }).await
-            }
+            OutboxCommand::Replay {
+                ids,
+                all,
+                change,
+                confirm,
+            } => outbox::replay(&pool, if all { None } else { Some(&ids) }, change, confirm).await,
         },
         Command::Schedule { command } => match command {
-            ScheduleCommand::Remove { name, force } => schedule::remove(&pool, &name, force).await,
+            ScheduleCommand::Remove {
+                name,
+                force,
+                change,
+            } => schedule::remove(&pool, &name, force, change).await,
         },
         Command::Prune {
             older_than,
             batch_size,
-        } => prune::run(&pool, older_than, batch_size).await,
+            change,
+        } => prune::run(&pool, older_than, batch_size, change).await,
         Command::Check {
             max_dead,
             max_ready_age,
@@ -118,9 +134,11 @@ fn count(n: usize, word: &str) -> String {
     }
 }
 
-/// A JSON document as pretty text ending in a newline.
+/// A JSON document as pretty text ending in a newline, with nothing a terminal could act on
+/// (see [`json_safe`](crate::escape::json_safe)).
 fn json_text(value: &serde_json::Value) -> String {
-    let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let mut text = crate::escape::json_safe(&text);
     text.push('\n');
     text
 }

@@ -7,7 +7,10 @@ use jobs_postgres::PgPool;
 use serde_json::{json, Value};
 
 use super::{count, json_text, Report};
+use crate::cli::{ChangeArgs, ConfirmArgs};
+use crate::confirm;
 use crate::error::CliError;
+use crate::escape::shown;
 
 /// Longest error message shown in a list.
 const ERROR_WIDTH: usize = 80;
@@ -56,24 +59,61 @@ pub async fn list(
     Ok(Report::success(text))
 }
 
-/// `outbox replay`: the rows of `ids`, or every parked row.
-pub async fn replay(pool: &PgPool, ids: Option<&[i64]>) -> Result<Report, CliError> {
-    let replayed = admin::replay_parked(pool, ids).await?;
-    let mut text = if replayed.is_empty() {
-        "no parked outbox rows replayed\n".to_owned()
+/// `outbox replay`: the rows of `ids`, or every parked row; with `--dry-run`, what it would
+/// replay.
+pub async fn replay(
+    pool: &PgPool,
+    ids: Option<&[i64]>,
+    change: ChangeArgs,
+    confirm: ConfirmArgs,
+) -> Result<Report, CliError> {
+    let replayed = if change.dry_run {
+        admin::preview_replay_parked(pool, ids).await?
     } else {
-        format!(
-            "replayed {}: a relay publishes {} next\n",
-            count(replayed.len(), "parked outbox row"),
-            if replayed.len() == 1 { "it" } else { "them" }
-        )
-    };
-    for id in ids.unwrap_or_default() {
-        if !replayed.contains(id) {
-            text.push_str(&format!(
-                "outbox row {id} is not parked: nothing to replay\n"
-            ));
+        if ids.is_none() {
+            let action = "replay every parked outbox row (--all)";
+            if confirm::must_ask(action, confirm.yes)? {
+                let parked = admin::preview_replay_parked(pool, None).await?.len();
+                if parked > 0 {
+                    confirm::ask(&format!(
+                        "replay {}: every parked row",
+                        count(parked, "parked outbox row")
+                    ))?;
+                }
+            }
         }
+        admin::replay_parked(pool, ids).await?
+    };
+    let not_parked: Vec<i64> = ids
+        .unwrap_or_default()
+        .iter()
+        .copied()
+        .filter(|id| !replayed.contains(id))
+        .collect();
+    if change.json {
+        return Ok(Report::success(json_text(&json!({
+            "dry_run": change.dry_run,
+            "replayed": replayed,
+            "not_parked": not_parked,
+        }))));
+    }
+    let rows = count(replayed.len(), "parked outbox row");
+    let mut text = match (replayed.is_empty(), change.dry_run) {
+        (true, false) => "no parked outbox rows replayed\n".to_owned(),
+        (true, true) => "no parked outbox rows to replay\n".to_owned(),
+        (false, false) => format!(
+            "replayed {rows}: a relay publishes {} next\n",
+            if replayed.len() == 1 { "it" } else { "them" }
+        ),
+        (false, true) => {
+            let ids: Vec<String> = replayed.iter().map(ToString::to_string).collect();
+            format!("would replay {rows}: {}\n", ids.join(", "))
+        }
+    };
+    for id in not_parked {
+        text.push_str(&format!(
+            "outbox row {id} is not parked: nothing to replay\n"
+        ));
     }
     Ok(Report::success(text))
 }
@@ -90,9 +130,9 @@ fn row_json(row: &ParkedRow) -> Value {
     })
 }
 
-/// One line, at most [`ERROR_WIDTH`] characters.
+/// One line, escaped, at most [`ERROR_WIDTH`] characters.
 fn shorten(error: &str) -> String {
-    let line = error.replace('\n', " ");
+    let line = shown(error);
     if line.chars().count() <= ERROR_WIDTH {
         return line;
     }

@@ -3,30 +3,39 @@
 use chrono::SecondsFormat;
 use jobs_postgres::admin::{self, Removal, ScheduleRemoval};
 use jobs_postgres::PgPool;
+use serde_json::json;
 
-use super::Report;
+use super::{json_text, Report};
+use crate::cli::ChangeArgs;
 use crate::error::CliError;
+use crate::escape::shown;
 
 /// Removes schedule `name`; says so when there was none (safe to run twice). A schedule still
-/// kept up with is refused unless `force`.
-pub async fn remove(pool: &PgPool, name: &str, force: bool) -> Result<Report, CliError> {
+/// kept up with is refused unless `force`. With `--dry-run`, says what removing would do.
+pub async fn remove(
+    pool: &PgPool,
+    name: &str,
+    force: bool,
+    change: ChangeArgs,
+) -> Result<Report, CliError> {
     let removal = if force {
         Removal::Force
     } else {
         Removal::IfInactive
     };
-    match admin::remove_schedule(pool, name, removal).await? {
-        ScheduleRemoval::Removed => Ok(Report::success(format!(
-            "removed schedule {name}; its jobs stay\n"
-        ))),
-        ScheduleRemoval::NotFound => Ok(Report::success(format!(
-            "no schedule named {name}: nothing removed\n"
-        ))),
-        ScheduleRemoval::Active {
-            last_tick,
-            next_tick,
-        } => Err(CliError::ScheduleActive {
-            name: name.to_string(),
+    let outcome = if change.dry_run {
+        admin::preview_schedule_removal(pool, name, removal).await?
+    } else {
+        admin::remove_schedule(pool, name, removal).await?
+    };
+    let removed = outcome == ScheduleRemoval::Removed;
+    if let ScheduleRemoval::Active {
+        last_tick,
+        next_tick,
+    } = outcome
+    {
+        return Err(CliError::ScheduleActive {
+            name: shown(name).to_string(),
             last_tick: last_tick.to_rfc3339_opts(SecondsFormat::Secs, true),
             next: next_tick.map_or_else(String::new, |next| {
                 format!(
@@ -34,6 +43,26 @@ pub async fn remove(pool: &PgPool, name: &str, force: bool) -> Result<Report, Cl
                     next.to_rfc3339_opts(SecondsFormat::Secs, true)
                 )
             }),
-        }),
+        });
     }
+    if change.json {
+        return Ok(Report::success(json_text(&json!({
+            "dry_run": change.dry_run,
+            "name": name,
+            "removed": removed,
+        }))));
+    }
+    let name = shown(name);
+    Ok(Report::success(match (removed, change.dry_run) {
+        (true, false) => format!("removed schedule {name}; its jobs stay\n"),
+        (true, true) => format!("would remove schedule {name}; its jobs would stay\n"),
+        (false, _) => format!(
+            "no schedule named {name}: nothing {}\n",
+            if change.dry_run {
+                "to remove"
+            } else {
+                "removed"
+            }
+        ),
+    }))
 }

@@ -107,7 +107,7 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
     // The cause is fixed: replay, and the worker finishes them.
     db.execute("INSERT INTO flags VALUES ('set')").await;
     let replay = db
-        .jobs(&["dead", "replay", "--kind", "needs_flag"])
+        .jobs(&["dead", "replay", "--kind", "needs_flag", "--yes"])
         .await
         .success();
     assert_eq!(
@@ -156,7 +156,10 @@ async fn replay_reports_a_job_left_dead_because_its_key_is_held() {
                                run_at = now() + interval '1 hour'",
     )
     .await;
-    let run = db.jobs(&["dead", "replay", "--all"]).await.success();
+    let run = db
+        .jobs(&["dead", "replay", "--all", "--yes"])
+        .await
+        .success();
     assert_eq!(
         run.stdout,
         format!(
@@ -227,7 +230,15 @@ async fn discard_removes_only_what_matches() {
     let done = db.insert(1, "resize", "default", "done").await;
 
     let run = db
-        .jobs(&["dead", "discard", "--kind", "resize", "--older-than", "7d"])
+        .jobs(&[
+            "dead",
+            "discard",
+            "--kind",
+            "resize",
+            "--older-than",
+            "7d",
+            "--yes",
+        ])
         .await
         .success();
     assert_eq!(

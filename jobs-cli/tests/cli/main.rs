@@ -3,9 +3,11 @@
 
 mod support;
 
+mod changes;
 mod check;
 mod dead;
 mod errors;
+mod escaping;
 mod migrate;
 mod outbox;
 mod prune;

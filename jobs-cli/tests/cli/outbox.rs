@@ -113,7 +113,10 @@ async fn parked_rows_are_listed_and_replayed() {
         replay.stdout,
         "replayed 1 parked outbox row: a relay publishes it next\noutbox row 1 is not parked: nothing to replay\n"
     );
-    let all = db.jobs(&["outbox", "replay", "--all"]).await.success();
+    let all = db
+        .jobs(&["outbox", "replay", "--all", "--yes"])
+        .await
+        .success();
     assert_eq!(
         all.stdout,
         "replayed 1 parked outbox row: a relay publishes it next\n"

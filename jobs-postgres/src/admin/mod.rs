@@ -19,7 +19,9 @@
 //!   batch at a time, one process at a time; every worker runs it (see
 //!   [`WorkerConfig::retention`]). Dead jobs and parked rows are never deleted automatically.
 //!
-//! Every operation is safe while workers run, and safe to repeat.
+//! Every operation is safe while workers run, and safe to repeat. Those that change the queue
+//! have a read-only preview with the same selection ([`preview_replay`], [`preview_discard`],
+//! [`preview_replay_parked`], [`Retention::preview`]) that shows what they would change.
 //!
 //! [`WorkerConfig::retention`]: crate::WorkerConfig::retention
 
@@ -33,14 +35,14 @@ mod schedules;
 mod stats;
 
 pub use dead::{
-    count_dead, discard, discard_batch, job_details, list_dead, replay, replay_batch,
-    AttemptRecord, Batch, DeadFilter, DeadJob, DiscardReport, JobDetails, JobRef, JobState,
-    ReplayReport, SkippedReplay,
+    count_dead, discard, discard_batch, job_details, list_dead, preview_discard, preview_replay,
+    replay, replay_batch, AttemptRecord, Batch, DeadFilter, DeadJob, DiscardReport, JobDetails,
+    JobRef, JobState, ReplayReport, SkippedReplay,
 };
 pub use error::AdminError;
 pub use health::{check, HealthThresholds, Violation};
 pub use human::HumanDuration;
-pub use outbox::{list_parked, replay_parked, ParkedRow};
+pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
-pub use schedules::{remove_schedule, Removal, ScheduleRemoval};
+pub use schedules::{preview_schedule_removal, remove_schedule, Removal, ScheduleRemoval};
 pub use stats::{stats, Counts, KindStats, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};

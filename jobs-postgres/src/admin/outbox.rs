@@ -101,3 +101,30 @@ pub async fn replay_parked(
         }
     }
 }
+
+/// What [`replay_parked`] would make pending now, changing nothing: the parked rows of `ids`, or
+/// every parked row when `ids` is `None`, by id, read in batches of [`BATCH_SIZE`] without
+/// locking anything.
+pub async fn preview_replay_parked(
+    pool: &PgPool,
+    ids: Option<&[OutboxId]>,
+) -> Result<Vec<OutboxId>, AdminError> {
+    let mut parked = Vec::new();
+    let mut after: OutboxId = 0;
+    loop {
+        let batch: Vec<OutboxId> = sqlx::query_scalar(sql::PREVIEW_REPLAY_PARKED)
+            .bind(ids)
+            .bind(after)
+            .bind(i64::try_from(BATCH_SIZE).unwrap_or(i64::MAX))
+            .fetch_all(pool)
+            .await?;
+        let full = batch.len() == BATCH_SIZE;
+        if let Some(last) = batch.last() {
+            after = *last;
+        }
+        parked.extend(batch);
+        if !full {
+            return Ok(parked);
+        }
+    }
+}

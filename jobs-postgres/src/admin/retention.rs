@@ -91,6 +91,14 @@ struct PruneKeysRow {
     deleted: i64,
 }
 
+#[derive(FromRow)]
+struct PrunableRow {
+    done: i64,
+    cancelled: i64,
+    processed_keys: i64,
+    outbox: i64,
+}
+
 /// The retention service: see the [module](self) docs.
 #[derive(Debug, Clone)]
 pub struct Retention {
@@ -108,6 +116,25 @@ impl Retention {
     /// Its settings.
     pub fn config(&self) -> &RetentionConfig {
         &self.config
+    }
+
+    /// What running [`run_once`](Self::run_once) until nothing is left would delete now,
+    /// changing nothing: the done and cancelled jobs finished more than `max_age` ago, the
+    /// expired processed keys and the outbox rows published more than `max_age` ago, counted.
+    /// `locked_elsewhere` and `more` are always `false`.
+    pub async fn preview(&self) -> Result<RetentionReport, AdminError> {
+        let counts: PrunableRow = sqlx::query_as(sql::COUNT_PRUNABLE)
+            .bind(self.config.max_age.as_secs_f64())
+            .fetch_one(&self.pool)
+            .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(RetentionReport {
+            done: count(counts.done),
+            cancelled: count(counts.cancelled),
+            processed_keys: count(counts.processed_keys),
+            outbox: count(counts.outbox),
+            ..RetentionReport::default()
+        })
     }
 
     /// Deletes one batch: up to `batch_size` done and cancelled jobs that finished more than

@@ -48,6 +48,36 @@ pub async fn remove_schedule(
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
     let mut transaction = pool.begin().await?;
+    let decision = decide_removal(&mut transaction, name, removal).await?;
+    if decision == ScheduleRemoval::Removed {
+        sqlx::query(sql::REMOVE_SCHEDULE)
+            .bind(name)
+            .execute(&mut *transaction)
+            .await?;
+        transaction.commit().await?;
+    }
+    Ok(decision)
+}
+
+/// What [`remove_schedule`] would do now with the same arguments, changing nothing:
+/// [`ScheduleRemoval::Removed`] means it would remove the schedule.
+pub async fn preview_schedule_removal(
+    pool: &PgPool,
+    name: &str,
+    removal: Removal,
+) -> Result<ScheduleRemoval, AdminError> {
+    let mut transaction = pool.begin().await?;
+    let decision = decide_removal(&mut transaction, name, removal).await?;
+    transaction.rollback().await?;
+    Ok(decision)
+}
+
+/// Locks schedule `name` in `transaction` and decides whether `removal` removes it.
+async fn decide_removal(
+    transaction: &mut sqlx::PgConnection,
+    name: &str,
+    removal: Removal,
+) -> Result<ScheduleRemoval, AdminError> {
     let row: Option<(String, String, DateTime<Utc>, DateTime<Utc>)> =
         sqlx::query_as(sql::LOCK_SCHEDULE_FOR_REMOVAL)
             .bind(name)
@@ -66,10 +96,5 @@ pub async fn remove_schedule(
             }
         }
     }
-    sqlx::query(sql::REMOVE_SCHEDULE)
-        .bind(name)
-        .execute(&mut *transaction)
-        .await?;
-    transaction.commit().await?;
     Ok(ScheduleRemoval::Removed)
 }

@@ -7,7 +7,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 
 use super::backoff::ReconnectBackoff;
-use super::Shared;
+use super::{reach, Shared};
 use crate::sql::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any
@@ -16,9 +16,17 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
     let mut stop = shared.shutdown_requested.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
     let wake_all = || wakers.values().flatten().for_each(|wake| wake.notify_one());
+    let database = reach::describe(&shared.pool.connect_options());
     loop {
         let connected = async {
+            // Straight to the database first: through the pool, a refused connection would wait
+            // out the pool's acquire timeout and be reported as `PoolTimedOut`.
+            reach::check_connection(&shared.pool).await?;
             let mut listener = PgListener::connect_with(&shared.pool).await?;
+            // A lost connection ends `try_recv` at once: reconnecting is this loop's job, which
+            // checks the database directly first (sqlx's own reconnection would go through the
+            // pool, and report a refused connection as `PoolTimedOut` after its timeout).
+            listener.eager_reconnect(false);
             listener.listen(NOTIFY_CHANNEL).await?;
             Ok::<_, sqlx::Error>(listener)
         };
@@ -30,7 +38,16 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
             Ok(listener) => listener,
             Err(error) => {
                 let delay = backoff.next_delay();
-                tracing::warn!(%error, ?delay, "LISTEN failed; polling meanwhile, retrying");
+                let error = tokio::select! {
+                    error = reach::explain(&shared.pool, error) => error,
+                    _ = stop.wait_for(|stop| *stop) => return,
+                };
+                tracing::warn!(
+                    %error,
+                    %database,
+                    ?delay,
+                    "LISTEN failed; polling meanwhile, retrying"
+                );
                 tokio::select! {
                     () = tokio::time::sleep(delay) => continue,
                     _ = stop.wait_for(|stop| *stop) => return,
@@ -51,11 +68,11 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
                     }
                 }
                 Ok(None) => {
-                    tracing::warn!("LISTEN connection lost; reconnecting");
+                    tracing::warn!(%database, "LISTEN connection lost; reconnecting");
                     break;
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "LISTEN failed; reconnecting");
+                    tracing::warn!(%error, %database, "LISTEN failed; reconnecting");
                     break;
                 }
             }

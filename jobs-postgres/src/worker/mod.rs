@@ -9,7 +9,13 @@
 //! [`WorkerBuilder::relay`],
 //! [`listener`] (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own
 //! lease), [`refusal`] (errors worth retrying, and row-by-row fallback), [`signal`]
-//! (SIGINT/SIGTERM for binaries), [`config`] (settings).
+//! (SIGINT/SIGTERM for binaries), [`reach`] (the first connection, and the cause behind a pool
+//! timeout), [`config`] (settings).
+//!
+//! Starting: nothing runs before the database accepts a connection. Until then the worker
+//! retries, having logged the cause (say "Connection refused") at the first failure; a stop
+//! requested meanwhile ends it at once, and [`Worker::run_until`] and
+//! [`Worker::run_until_signalled`] then return [`WorkerError::NeverReachedDatabase`].
 //!
 //! Stopping: [`WorkerHandle::shutdown`] (or a first signal) stops claiming, lets running jobs
 //! finish within the grace period, then interrupts the rest and hands them back as ready, the
@@ -26,6 +32,7 @@ mod listener;
 mod maintenance;
 mod producer;
 mod pruner;
+mod reach;
 mod refusal;
 pub(crate) mod running;
 mod scheduler;
@@ -46,6 +53,7 @@ use tokio_util::task::TaskTracker;
 pub use config::{Completion, ConfigError, WorkerConfig};
 pub(crate) use executor::storable_text;
 use producer::{Claim, QueuePlan};
+pub use reach::check_connection;
 use running::RunningJobs;
 
 use crate::metrics::WorkerMetrics;
@@ -101,6 +109,13 @@ pub enum WorkerError {
     /// Two schedules share a name.
     #[error("two schedules are named `{0}`: give one another name with `Schedule::named`")]
     DuplicateSchedule(String),
+    /// The worker was stopped before the database ever accepted a connection: nothing ran. The
+    /// message carries the last failure's cause ("Connection refused", ...).
+    #[error("stopped before the database ever accepted a connection{}", cause_of(.last_error.as_ref()))]
+    NeverReachedDatabase {
+        /// Why the last attempt failed; `None` when the stop came before any attempt ended.
+        last_error: Option<sqlx::Error>,
+    },
     /// A kind's lease and heartbeat, its own or the worker's, cannot work together.
     #[error("job kind `{kind}`: its heartbeat ({heartbeat:?}) must be shorter than its lease ({lease:?}), or leases run out while its jobs run")]
     HeartbeatNotShorterThanLease {
@@ -111,6 +126,11 @@ pub enum WorkerError {
         /// Its heartbeat.
         heartbeat: std::time::Duration,
     },
+}
+
+/// `": <error>"`, or nothing.
+fn cause_of(error: Option<&sqlx::Error>) -> String {
+    error.map_or_else(String::new, |error| format!(": {error}"))
 }
 
 impl Shared {
@@ -366,10 +386,15 @@ impl Worker {
 
     /// Runs until `shutdown` resolves, then shuts down gracefully: stops claiming, lets running
     /// jobs finish within the grace period, then interrupts the rest and hands them back.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
+    ///
+    /// An error when the database never accepted a connection before `shutdown` resolved
+    /// ([`WorkerError::NeverReachedDatabase`], with the cause): return it from `main` so that the
+    /// process exits non-zero.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
         let handle = self.start();
         shutdown.await;
-        handle.shutdown().await;
+        handle.request_shutdown();
+        supervisor_end(handle.supervisor.await)
     }
 
     /// Runs until SIGINT (ctrl-c) or SIGTERM, the ready-made wiring for binaries.
@@ -382,16 +407,19 @@ impl Worker {
     ///
     /// The signals are listened to from the call on. Exit with the answer's
     /// [`exit_code`](Stopped::exit_code), so that a forced stop does not look like a clean one
-    /// (and so that a job stuck in blocking code cannot hold the process):
+    /// (and so that a job stuck in blocking code cannot hold the process). A signal that comes
+    /// before the database ever accepted a connection stops the worker at once, and the answer
+    /// is [`WorkerError::NeverReachedDatabase`] with the cause: return it from `main`, so that
+    /// the process exits non-zero.
     ///
     /// ```no_run
     /// # async fn run(pool: jobs_postgres::PgPool) -> Result<(), jobs_postgres::WorkerError> {
     /// let worker = jobs_postgres::Worker::builder(pool).build()?;
-    /// let stopped = worker.run_until_signalled().await;
+    /// let stopped = worker.run_until_signalled().await?;
     /// std::process::exit(stopped.exit_code());
     /// # }
     /// ```
-    pub async fn run_until_signalled(self) -> Stopped {
+    pub async fn run_until_signalled(self) -> Result<Stopped, WorkerError> {
         let mut signals = Signals::new();
         let handle = self.start();
         let first = signals.next().await;
@@ -408,8 +436,8 @@ impl Worker {
         let mut supervisor = pin!(supervisor);
         tokio::select! {
             joined = &mut supervisor => {
-                log_supervisor_end(joined);
-                Stopped::Gracefully { signal: first }
+                supervisor_end(joined)?;
+                Ok(Stopped::Gracefully { signal: first })
             }
             second = signals.next() => {
                 tracing::warn!(
@@ -418,10 +446,10 @@ impl Worker {
                 );
                 stop_now.send_replace(true);
                 match tokio::time::timeout(STOP_NOW_WAIT, &mut supervisor).await {
-                    Ok(joined) => log_supervisor_end(joined),
+                    Ok(joined) => supervisor_end(joined)?,
                     Err(_) => tracing::warn!("the worker's tasks did not stop in time; returning anyway"),
                 }
-                Stopped::Forced { signal: second }
+                Ok(Stopped::Forced { signal: second })
             }
         }
     }
@@ -477,7 +505,7 @@ impl Worker {
 pub struct WorkerHandle {
     request: watch::Sender<bool>,
     stop_now: watch::Sender<bool>,
-    supervisor: JoinHandle<()>,
+    supervisor: JoinHandle<Result<(), WorkerError>>,
 }
 
 impl WorkerHandle {
@@ -502,16 +530,21 @@ impl WorkerHandle {
         self.wait().await;
     }
 
-    /// Waits until the worker has stopped.
+    /// Waits until the worker has stopped. A worker stopped before it ever reached the
+    /// database has logged so; [`Worker::run_until`] returns it as an error.
     pub async fn wait(self) {
-        log_supervisor_end(self.supervisor.await);
+        let _ = supervisor_end(self.supervisor.await);
     }
 }
 
-fn log_supervisor_end(joined: Result<(), tokio::task::JoinError>) {
-    if let Err(error) = joined {
+/// How the supervisor ended; a panic in it is logged (nothing more can be said).
+fn supervisor_end(
+    joined: Result<Result<(), WorkerError>, tokio::task::JoinError>,
+) -> Result<(), WorkerError> {
+    joined.unwrap_or_else(|error| {
         tracing::error!(%error, "the worker's supervisor task failed");
-    }
+        Ok(())
+    })
 }
 
 async fn supervise(
@@ -521,7 +554,21 @@ async fn supervise(
     relays: Vec<RelayTask>,
     mut requested: watch::Receiver<bool>,
     outcomes: Option<(mpsc::Receiver<Outcome>, usize)>,
-) {
+) -> Result<(), WorkerError> {
+    // Nothing starts before the database answers: the cause of a failure is logged once, at
+    // the first one, instead of every task waiting out the pool's timeout and reporting it as
+    // `PoolTimedOut`; and a stop meanwhile has nothing to wait for.
+    let reached = reach::first_connection(
+        &shared.pool,
+        shared.config.max_reconnect_delay,
+        &mut requested,
+    )
+    .await;
+    if let Err(last_error) = reached {
+        let error = WorkerError::NeverReachedDatabase { last_error };
+        tracing::error!(%error, "worker stopped");
+        return Err(error);
+    }
     let (drain, drained) = watch::channel(false);
     let completer = outcomes.map(|(outcomes, max_batch)| {
         tokio::spawn(completer::complete(
@@ -629,7 +676,8 @@ async fn supervise(
         );
         shared.shutdown_requested.send_replace(true);
         // The grace period counts from the request: a producer still waiting for its claim
-        // (for a connection, during an outage) uses it up too, and is stopped when it ends.
+        // (for a connection, during an outage) uses it up too, and is stopped when it ends;
+        // at once when no job runs and the database cannot be reached at all.
         let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
         let mut settled = pin!(async {
             for service in services {
@@ -638,10 +686,23 @@ async fn supervise(
             executors.close();
             executors.wait().await;
         });
-        if tokio::time::timeout_at(deadline, &mut settled)
-            .await
-            .is_err()
-        {
+        let in_time = tokio::select! {
+            ended = tokio::time::timeout_at(deadline, &mut settled) => ended.is_ok(),
+            () = reach::outage_with_nothing_running(&shared.pool, &executors) => {
+                // Nothing to settle, and the services can only be waiting for a database that
+                // cannot answer (a claim that went through before the outage began comes back
+                // when its lease expires, as after the grace period).
+                tracing::warn!(
+                    "the database cannot be reached and no job runs: stopping without waiting for it"
+                );
+                for task in &service_tasks {
+                    task.abort();
+                }
+                // A job claimed at the last moment still gets what is left of the grace period.
+                tokio::time::timeout_at(deadline, &mut settled).await.is_ok()
+            }
+        };
+        if !in_time {
             tracing::warn!(
                 running = shared.running.len(),
                 "grace period over; interrupting running jobs and handing them back"
@@ -680,4 +741,5 @@ async fn supervise(
             );
         }
     }
+    Ok(())
 }

@@ -62,3 +62,27 @@ pub async fn discard_batch(
         resume_after,
     })
 }
+
+/// What [`discard`] would delete now with `filter`, changing nothing: the dead jobs it selects, by
+/// id, read in batches of [`BATCH_SIZE`] without locking anything.
+pub async fn preview_discard(
+    pool: &PgPool,
+    filter: &DeadFilter,
+) -> Result<DiscardReport, AdminError> {
+    let mut report = DiscardReport::default();
+    let mut after = 0;
+    loop {
+        let batch: Vec<JobRef> = bind_filter!(sqlx::query_as(sql::PREVIEW_DISCARD_DEAD), filter)
+            .bind(after)
+            .bind(limit_param(BATCH_SIZE))
+            .fetch_all(pool)
+            .await?;
+        let last = batch.last().map(|job| job.id);
+        let selected = batch.len();
+        report.discarded.extend(batch);
+        match resume_after(selected, BATCH_SIZE, last) {
+            Some(next) => after = next,
+            None => return Ok(report),
+        }
+    }
+}

@@ -20,11 +20,11 @@ use jobs_core::JobId;
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 
-pub use discard::{discard, discard_batch, DiscardReport};
+pub use discard::{discard, discard_batch, preview_discard, DiscardReport};
 pub use inspect::{
     count_dead, job_details, list_dead, DeadJob, JobDetails, JobState, UnknownState,
 };
-pub use replay::{replay, replay_batch, ReplayReport, SkippedReplay};
+pub use replay::{preview_replay, replay, replay_batch, ReplayReport, SkippedReplay};
 
 /// Dead jobs one statement of [`replay`] or [`discard`] handles.
 pub const BATCH_SIZE: usize = 1_000;

@@ -58,6 +58,29 @@ impl ReplayReport {
     }
 }
 
+impl ReplayReport {
+    /// The report of the candidates a replay statement returned, held ones skipped.
+    fn from_candidates(rows: Vec<CandidateRow>) -> Self {
+        let mut report = ReplayReport::default();
+        for row in rows {
+            let job = JobRef {
+                id: row.id,
+                kind: row.kind,
+                queue: row.queue,
+            };
+            match row.held_by {
+                None => report.replayed.push(job),
+                Some(held_by) => report.skipped.push(SkippedReplay {
+                    job,
+                    dedupe_key: row.dedupe_key.unwrap_or_default(),
+                    held_by,
+                }),
+            }
+        }
+        report
+    }
+}
+
 #[derive(FromRow)]
 struct CandidateRow {
     id: JobId,
@@ -115,22 +138,7 @@ pub async fn replay_batch(
     };
     let selected = rows.len();
     let last = rows.last().map(|row| row.id);
-    let mut report = ReplayReport::default();
-    for row in rows {
-        let job = JobRef {
-            id: row.id,
-            kind: row.kind,
-            queue: row.queue,
-        };
-        match row.held_by {
-            None => report.replayed.push(job),
-            Some(held_by) => report.skipped.push(SkippedReplay {
-                job,
-                dedupe_key: row.dedupe_key.unwrap_or_default(),
-                held_by,
-            }),
-        }
-    }
+    let report = ReplayReport::from_candidates(rows);
     if !report.replayed.is_empty() || !report.skipped.is_empty() {
         tracing::info!(
             replayed = report.replayed.len(),
@@ -142,4 +150,32 @@ pub async fn replay_batch(
         report,
         resume_after: resume_after(selected, limit, last),
     })
+}
+
+/// What [`replay`] would do now with `filter`, changing nothing: the jobs it would make ready and
+/// those it would skip because another job holds their `active` dedupe key (a ready or running
+/// job, or the first of the selection with the same key, which the replay makes ready first).
+/// Read in batches of [`BATCH_SIZE`], by id, without locking anything: jobs that die, or are
+/// replayed, between this preview and a replay make the two differ.
+pub async fn preview_replay(
+    pool: &PgPool,
+    filter: &DeadFilter,
+) -> Result<ReplayReport, AdminError> {
+    let mut report = ReplayReport::default();
+    let mut after = 0;
+    loop {
+        let rows: Vec<CandidateRow> =
+            bind_filter!(sqlx::query_as(sql::PREVIEW_REPLAY_DEAD), filter)
+                .bind(after)
+                .bind(limit_param(BATCH_SIZE))
+                .fetch_all(pool)
+                .await?;
+        let selected = rows.len();
+        let last = rows.last().map(|row| row.id);
+        report.merge(ReplayReport::from_candidates(rows));
+        match resume_after(selected, BATCH_SIZE, last) {
+            Some(next) => after = next,
+            None => return Ok(report),
+        }
+    }
 }

@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Logs go to stderr (`RUST_LOG` filters them; default `info,sqlx=warn`). Exit codes: 0 after a
-//! graceful shutdown, 128 + the signal after a forced one, 2 for a bad command line or setup.
+//! graceful shutdown, 128 + the signal after a forced one, 1 when stopped before the database
+//! ever answered, 2 for a bad command line or setup.
 
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -85,7 +86,14 @@ async fn run(settings: WorkerSettings) -> i32 {
         }
     };
     tracing::info!(pid = std::process::id(), ?settings, "chaos worker starting");
-    let stopped = worker.run_until_signalled().await;
-    tracing::info!(?stopped, code = stopped.exit_code(), "chaos worker exiting");
-    stopped.exit_code()
+    match worker.run_until_signalled().await {
+        Ok(stopped) => {
+            tracing::info!(?stopped, code = stopped.exit_code(), "chaos worker exiting");
+            stopped.exit_code()
+        }
+        Err(error) => {
+            eprintln!("chaos-worker: {error}");
+            1
+        }
+    }
 }

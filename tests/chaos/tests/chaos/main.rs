@@ -18,3 +18,4 @@ mod pause;
 mod schedule;
 mod shutdown;
 mod terminate;
+mod unreachable;

@@ -1,0 +1,266 @@
+//! Commands that change the queue: `--dry-run` changes nothing and lists what would change,
+//! `--json` is for machines, and a broad selection needs `--yes` when there is no terminal to
+//! ask on (the tests run the binary with stdin not a terminal, as cron and scripts do).
+
+use serde_json::Value;
+
+use crate::support::{Db, Run};
+
+/// The rows of `jobs_queue` and `jobs_outbox`, to compare before and after a dry run.
+async fn snapshot(db: &Db) -> (Vec<(i64, String, i32)>, Vec<(i64, String)>) {
+    let jobs = sqlx::query_as("SELECT id, state, attempts FROM jobs_queue ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let outbox = sqlx::query_as("SELECT id, state FROM jobs_outbox ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    (jobs, outbox)
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}: {run:?}"))
+}
+
+/// The ids under `key` of a JSON report, whether listed as numbers or as `{"id": ..}`.
+fn ids(value: &Value, key: &str) -> Vec<i64> {
+    value[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {value}"))
+        .iter()
+        .map(|item| item.as_i64().or_else(|| item["id"].as_i64()).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_runs_change_nothing_and_list_what_would_change() {
+    let db = Db::migrated().await;
+    let dead = db.insert(2, "resize", "default", "dead").await;
+    let held = db.insert(1, "sync_user", "sync", "dead").await;
+    let holder = db.insert(1, "sync_user", "sync", "ready").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET dedupe_key = 'sync:1', dedupe_scope = 'active',
+                               run_at = now() + interval '1 hour'
+         WHERE id IN ({}, {})",
+        held[0], holder[0]
+    ))
+    .await;
+    let old = db.insert(3, "resize", "default", "done").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET finished_at = now() - interval '8 days' WHERE id >= {}",
+        old[0]
+    ))
+    .await;
+    db.execute(
+        "INSERT INTO jobs_outbox (topic, payload, state, attempts, last_error, parked_at)
+         VALUES ('orders.paid', '{}', 'parked', 1, 'refused', now()),
+                ('orders.paid', '{}', 'parked', 1, 'refused', now())",
+    )
+    .await;
+    db.execute(
+        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
+         VALUES ('nightly', 'resize', 'default', 'every 1d', 'latest', now())",
+    )
+    .await;
+    let before = snapshot(&db).await;
+
+    let replay = db
+        .jobs(&["dead", "replay", "--all", "--dry-run"])
+        .await
+        .success();
+    assert!(replay.stdout.starts_with("ID  KIND"), "{replay:?}");
+    assert!(
+        replay
+            .stdout
+            .contains("would replay 2 dead jobs: resize (queue default) 2\n"),
+        "{replay:?}"
+    );
+    assert!(
+        replay.stdout.contains(&format!(
+            "would skip job {} (kind sync_user, queue sync): job {} holds its dedupe key \"sync:1\"",
+            held[0], holder[0]
+        )),
+        "{replay:?}"
+    );
+    let replay = json(
+        &db.jobs(&["dead", "replay", "--all", "--dry-run", "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(replay["dry_run"], true);
+    assert_eq!(ids(&replay, "replayed"), dead);
+    assert_eq!(ids(&replay, "skipped"), held);
+    assert_eq!(replay["skipped"][0]["held_by"], holder[0]);
+
+    let discard = json(
+        &db.jobs(&["dead", "discard", "--kind", "resize", "--dry-run", "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(ids(&discard, "discarded"), dead);
+    let discard = db
+        .jobs(&["dead", "discard", "--id", &dead[0].to_string(), "--dry-run"])
+        .await
+        .success();
+    assert!(
+        discard
+            .stdout
+            .ends_with("would discard 1 dead job: resize (queue default) 1\n"),
+        "{discard:?}"
+    );
+
+    let prune = db.jobs(&["prune", "--dry-run"]).await.success();
+    assert_eq!(
+        prune.stdout,
+        "would delete 3 jobs finished more than 7d ago (3 done, 0 cancelled)\n"
+    );
+    let prune = json(&db.jobs(&["prune", "--dry-run", "--json"]).await.success());
+    assert_eq!(prune["done"], 3);
+    assert_eq!(prune["dry_run"], true);
+
+    let outbox = db
+        .jobs(&["outbox", "replay", "--all", "--dry-run"])
+        .await
+        .success();
+    assert_eq!(outbox.stdout, "would replay 2 parked outbox rows: 1, 2\n");
+    let outbox = json(
+        &db.jobs(&[
+            "outbox",
+            "replay",
+            "--id",
+            "2",
+            "--id",
+            "9",
+            "--dry-run",
+            "--json",
+        ])
+        .await
+        .success(),
+    );
+    assert_eq!(ids(&outbox, "replayed"), [2]);
+    assert_eq!(ids(&outbox, "not_parked"), [9]);
+
+    let schedule = db
+        .jobs(&["schedule", "remove", "nightly", "--dry-run"])
+        .await
+        .success();
+    assert_eq!(
+        schedule.stdout,
+        "would remove schedule nightly; its jobs would stay\n"
+    );
+    let schedule = json(
+        &db.jobs(&["schedule", "remove", "nightly", "--dry-run", "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(schedule["removed"], true);
+
+    assert_eq!(snapshot(&db).await, before, "a dry run changed something");
+    assert_eq!(db.count("SELECT count(*) FROM jobs_schedules").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_reports_what_was_changed() {
+    let db = Db::migrated().await;
+    let dead = db.insert(2, "resize", "default", "dead").await;
+    db.insert(1, "resize", "default", "done").await;
+    db.execute(
+        "INSERT INTO jobs_outbox (topic, payload, state, attempts, last_error, parked_at)
+         VALUES ('orders.paid', '{}', 'parked', 1, 'refused', now())",
+    )
+    .await;
+
+    let replay = json(
+        &db.jobs(&["dead", "replay", "--id", &dead[0].to_string(), "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(replay["dry_run"], false);
+    assert_eq!(ids(&replay, "replayed"), [dead[0]]);
+    let discard = json(
+        &db.jobs(&[
+            "dead",
+            "discard",
+            "--id",
+            &dead[0].to_string(),
+            "--id",
+            &dead[1].to_string(),
+            "--json",
+        ])
+        .await
+        .success(),
+    );
+    assert_eq!(ids(&discard, "discarded"), [dead[1]]);
+    assert_eq!(ids(&discard, "not_dead"), [dead[0]]);
+    let outbox = json(
+        &db.jobs(&["outbox", "replay", "--all", "--yes", "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(ids(&outbox, "replayed"), [1]);
+    let prune = json(
+        &db.jobs(&["prune", "--older-than", "0s", "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(prune["done"], 1);
+    assert_eq!(prune["dry_run"], false);
+    let schedule = json(
+        &db.jobs(&["schedule", "remove", "nightly", "--json"])
+            .await
+            .success(),
+    );
+    assert_eq!(schedule["removed"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broad_selection_without_a_terminal_needs_yes() {
+    let db = Db::migrated().await;
+    let dead = db.insert(2, "resize", "default", "dead").await;
+    db.execute(
+        "INSERT INTO jobs_outbox (topic, payload, state, attempts, last_error, parked_at)
+         VALUES ('orders.paid', '{}', 'parked', 1, 'refused', now())",
+    )
+    .await;
+    let before = snapshot(&db).await;
+
+    for args in [
+        &["dead", "replay", "--all"][..],
+        &["dead", "replay", "--kind", "resize"],
+        &["dead", "discard", "--queue", "default"],
+        &["dead", "discard", "--older-than", "0s"],
+        &["outbox", "replay", "--all"],
+    ] {
+        let line = db.jobs(args).await.one_line_error();
+        assert!(line.contains("needs confirmation"), "{args:?}: {line}");
+        assert!(line.contains("--yes"), "{args:?}: {line}");
+    }
+    assert_eq!(
+        snapshot(&db).await,
+        before,
+        "a refused command changed something"
+    );
+
+    // Named ids are not broad: no confirmation needed.
+    db.jobs(&["dead", "replay", "--id", &dead[0].to_string()])
+        .await
+        .success();
+    // With --yes it goes ahead.
+    let discard = db
+        .jobs(&["dead", "discard", "--all", "--yes"])
+        .await
+        .success();
+    assert_eq!(
+        discard.stdout,
+        "discarded 1 dead job: resize (queue default) 1\n"
+    );
+    let outbox = db
+        .jobs(&["outbox", "replay", "--all", "-y"])
+        .await
+        .success();
+    assert_eq!(
+        outbox.stdout,
+        "replayed 1 parked outbox row: a relay publishes it next\n"
+    );
+}

@@ -1,0 +1,309 @@
+//! A worker whose database cannot be reached: it says why at the first failure ("Connection
+//! refused", not a pool timeout 30 s later), stops at once when asked to, and its run ends in
+//! an error, so that the process can exit non-zero. Cut off later, it says why at once too.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use std::str::FromStr;
+
+use jobs::{Worker, WorkerError};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::support::{fast_config, Db};
+use crate::test_jobs::record_run;
+
+/// How long the worker may take to say why, and to stop once asked.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// What every test of this binary logged at warning level and above (a process-wide
+/// subscriber, installed once); each test looks for its own port in it.
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&logs);
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || Sink(Arc::clone(&sink)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+        logs
+    })
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The lines logged about `needle`.
+fn logged_about(needle: &str) -> Vec<String> {
+    let logs = logs().lock().unwrap();
+    String::from_utf8_lossy(&logs)
+        .lines()
+        .filter(|line| line.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A port nothing listens on: bound, then released.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// A lazy pool to a closed port, with sqlx's default acquire timeout (30 s), as in the README.
+fn pool_to_nowhere(port: u16) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy(&format!("postgres://root@127.0.0.1:{port}/jobs"))
+        .expect("a lazy pool")
+}
+
+fn is_refused(text: &str) -> bool {
+    text.to_lowercase().contains("connection refused")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_connection_names_the_cause_at_once() {
+    let pool = pool_to_nowhere(closed_port());
+    let started = Instant::now();
+    let error = tokio::time::timeout(PROMPTLY, jobs::check_connection(&pool))
+        .await
+        .expect("an answer well within the pool's 30 s")
+        .expect_err("nothing listens there");
+    assert!(
+        is_refused(&error.to_string()),
+        "{error} after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_cannot_reach_the_database_says_why_and_stops_at_once() {
+    logs();
+    let port = closed_port();
+    let pool = pool_to_nowhere(port);
+    let worker = Worker::builder(pool.clone())
+        .kinds(["record_run"])
+        .state(pool)
+        .config(fast_config())
+        .build()
+        .expect("worker builds");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+
+    // It says why at the first failure, naming the address.
+    let deadline = Instant::now() + PROMPTLY;
+    let needle = format!("127.0.0.1:{port}");
+    loop {
+        let lines = logged_about(&needle);
+        if lines.iter().any(|line| is_refused(line)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no \"connection refused\" about {needle} within {PROMPTLY:?}: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Asked to stop during the outage, it does so at once, and says it never reached the
+    // database, with the cause.
+    stop.send(()).expect("the worker is running");
+    let ended = tokio::time::timeout(PROMPTLY, run)
+        .await
+        .expect("the worker stops promptly during an outage")
+        .expect("the run does not panic");
+    match ended {
+        Err(error @ WorkerError::NeverReachedDatabase { .. }) => {
+            assert!(is_refused(&error.to_string()), "{error}");
+        }
+        other => panic!("expected NeverReachedDatabase, got {other:?}"),
+    }
+}
+
+/// A TCP proxy to PostgreSQL that can be cut: its port closed, every connection through it
+/// dropped.
+struct Proxy {
+    port: u16,
+    accepting: JoinHandle<()>,
+    piping: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+/// Where the proxy connects: the test server, over TCP or its Unix socket.
+#[derive(Clone)]
+enum Target {
+    Tcp(String, u16),
+    Unix(std::path::PathBuf),
+}
+
+impl Target {
+    fn of(options: &PgConnectOptions) -> Self {
+        match options.get_socket() {
+            Some(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{}", options.get_port()))),
+            None => Target::Tcp(options.get_host().to_owned(), options.get_port()),
+        }
+    }
+}
+
+impl Proxy {
+    async fn to(target: Target) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("its address").port();
+        let piping: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let pipes = Arc::clone(&piping);
+        let accepting = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                pipes.lock().unwrap().push(tokio::spawn(async move {
+                    let _ = match target {
+                        Target::Tcp(host, port) => match TcpStream::connect((host, port)).await {
+                            Ok(mut outbound) => {
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await
+                            }
+                            Err(error) => Err(error),
+                        },
+                        Target::Unix(path) => match tokio::net::UnixStream::connect(path).await {
+                            Ok(mut outbound) => {
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await
+                            }
+                            Err(error) => Err(error),
+                        },
+                    };
+                }));
+            }
+        });
+        Self {
+            port,
+            accepting,
+            piping,
+        }
+    }
+
+    /// Closes the port and drops every connection: the database is gone, "Connection refused".
+    fn cut(&self) {
+        self.accepting.abort();
+        for pipe in self.piping.lock().unwrap().drain(..) {
+            pipe.abort();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_from_the_database_says_why_at_once() {
+    logs();
+    let db = Db::new().await;
+    let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
+    let proxy = Proxy::to(Target::of(&direct)).await;
+    let mut options = PgConnectOptions::new()
+        .host("127.0.0.1")
+        .port(proxy.port)
+        .username(direct.get_username());
+    if let Some(database) = direct.get_database() {
+        options = options.database(database);
+    }
+    let through_proxy = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .expect("connect through the proxy");
+    let worker = Worker::builder(through_proxy)
+        .kinds(["record_run"])
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    let id = record_run::enqueue(&db.pool, "before the cut".to_owned())
+        .await
+        .unwrap()
+        .id();
+    db.wait_for_state(id, "done").await;
+
+    proxy.cut();
+    let deadline = Instant::now() + PROMPTLY;
+    let needle = format!("127.0.0.1:{}", proxy.port);
+    loop {
+        let lines = logged_about(&needle);
+        if lines.iter().any(|line| is_refused(line)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no \"connection refused\" about {needle} within {PROMPTLY:?}: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    worker.stop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_during_an_outage_with_no_job_running_ends_at_once() {
+    logs();
+    let db = Db::new().await;
+    let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
+    let proxy = Proxy::to(Target::of(&direct)).await;
+    let mut options = PgConnectOptions::new()
+        .host("127.0.0.1")
+        .port(proxy.port)
+        .username(direct.get_username());
+    if let Some(database) = direct.get_database() {
+        options = options.database(database);
+    }
+    // sqlx's default acquire timeout (30 s) and the default grace period (30 s).
+    let through_proxy = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .expect("connect through the proxy");
+    let worker = Worker::builder(through_proxy)
+        .kinds(["record_run"])
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    let id = record_run::enqueue(&db.pool, "before the cut".to_owned())
+        .await
+        .unwrap()
+        .id();
+    db.wait_for_state(id, "done").await;
+
+    proxy.cut();
+    // Two failed reconnections of LISTEN: by then the queue's claim loop (polling every 50 ms)
+    // waits for a connection the pool cannot open.
+    let deadline = Instant::now() + PROMPTLY;
+    let needle = format!("127.0.0.1:{}", proxy.port);
+    while logged_about(&needle)
+        .iter()
+        .filter(|line| line.contains("LISTEN failed") && is_refused(line))
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "{:?}", logged_about(&needle));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Nothing runs, nothing can be claimed: the shutdown has nothing to wait for.
+    tokio::time::timeout(PROMPTLY, worker.shutdown())
+        .await
+        .expect("the shutdown ends promptly during an outage");
+}
