@@ -60,7 +60,7 @@ async fn dry_runs_change_nothing_and_list_what_would_change() {
     .await;
     db.execute(
         "INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
-         VALUES ('nightly', 'resize', 'default', 'every 1d', 'latest', now())",
+         VALUES ('nightly', 'resize', 'default', 'every 1d', 'latest', now() - interval '3 days')",
     )
     .await;
     let before = snapshot(&db).await;
@@ -263,4 +263,28 @@ async fn a_broad_selection_without_a_terminal_needs_yes() {
         outbox.stdout,
         "replayed 1 parked outbox row: a relay publishes it next\n"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_of_removing_a_schedule_still_kept_up_with_says_it_needs_force() {
+    let db = Db::migrated().await;
+    db.execute(
+        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
+         VALUES ('nightly', 'resize', 'default', 'every 1d', 'latest', now())",
+    )
+    .await;
+    let refused = db
+        .jobs(&["schedule", "remove", "nightly", "--dry-run"])
+        .await;
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.stderr.contains("--force"), "{refused:?}");
+    let forced = db
+        .jobs(&["schedule", "remove", "nightly", "--dry-run", "--force"])
+        .await
+        .success();
+    assert_eq!(
+        forced.stdout,
+        "would remove schedule nightly; its jobs would stay\n"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM jobs_schedules").await, 1);
 }
