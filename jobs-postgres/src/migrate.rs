@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0005_outbox.sql"),
     },
+    Migration {
+        version: 6,
+        name: "claims_and_gauges",
+        sql: include_str!("../migrations/0006_claims_and_gauges.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

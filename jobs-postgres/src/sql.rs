@@ -309,21 +309,10 @@ RETURNING j.id, j.kind, j.queue, j.state";
 /// combinations gives the done and cancelled estimates of [`QUEUE_STATS`].
 pub const STATE_MIX_STATISTICS: &str = "jobs_queue_state_mix";
 
-/// The health numbers of every queue and kind, in one statement.
-///
-/// Live states are counted exactly, each through its own partial index (`jobs_queue_ready`,
-/// `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
-/// retained ones. Done and cancelled rows are not counted: their numbers are estimates, the
-/// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
-/// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
-/// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
-///
-/// One row per queue and kind, ordered by both, each also carrying whether the estimates were
-/// readable, how long ago the table was last analyzed, the schedules, and the outbox's numbers
-/// (unpublished rows and the age of the oldest, counted through the pending-only index; parked
-/// rows, through the parked-only index); a single row with a NULL queue when the table holds
-/// nothing.
-pub const QUEUE_STATS: &str = "
+/// The text of [`QUEUE_STATS`], to be read alone or stored by [`SHARED_QUEUE_STATS`].
+macro_rules! queue_stats {
+    () => {
+        "
 WITH live AS (
     SELECT queue, kind,
            count(*) FILTER (WHERE run_at <= now()) AS ready,
@@ -405,7 +394,65 @@ SELECT meta.estimated, meta.analyzed_secs_ago, meta.now_epoch, meta.schedules,
        meta.outbox_unpublished, meta.outbox_oldest_unpublished_secs, meta.outbox_parked,
        grouped.*
 FROM meta LEFT JOIN grouped ON true
-ORDER BY grouped.queue, grouped.kind";
+ORDER BY grouped.queue, grouped.kind"
+    };
+}
+
+/// The health numbers of every queue and kind, in one statement.
+///
+/// Live states are counted exactly, each through its own partial index (`jobs_queue_ready`,
+/// `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
+/// retained ones. Done and cancelled rows are not counted: their numbers are estimates, the
+/// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
+/// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
+/// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
+///
+/// One row per queue and kind, ordered by both, each also carrying whether the estimates were
+/// readable, how long ago the table was last analyzed, the schedules, and the outbox's numbers
+/// (unpublished rows and the age of the oldest, counted through the pending-only index; parked
+/// rows, through the parked-only index); a single row with a NULL queue when the table holds
+/// nothing.
+pub const QUEUE_STATS: &str = queue_stats!();
+
+/// Advisory lock key that lets one process count the gauges' health numbers at a time
+/// (`"jobs_gau"` as bytes).
+pub const GAUGES_LOCK_KEY: i64 = 0x6a6f_6273_5f67_6175;
+
+/// The health numbers of [`QUEUE_STATS`] as the gauges read them: counted by one process per
+/// interval of `$1` seconds, and stored for the others.
+///
+/// The process whose statement finds the stored figures older than `$1` seconds and gets the
+/// lock `$2` (with `pg_try_advisory_xact_lock`, so none waits) counts, and stores what it found
+/// in `jobs_gauges` with the time; every other process reads the stored figures, taken at most
+/// about one interval ago, without counting anything. Returns the rows of [`QUEUE_STATS`]
+/// (none before the first count has been stored) with `counted`: whether this statement
+/// counted them.
+pub const SHARED_QUEUE_STATS: &str = concat!(
+    "
+WITH counted AS (
+    UPDATE jobs_gauges
+    SET counted_at = now(),
+        figures = (SELECT jsonb_agg(to_jsonb(stats) ORDER BY stats.queue, stats.kind)
+                   FROM (",
+    queue_stats!(),
+    ") AS stats)
+    WHERE counted_at <= now() - make_interval(secs => $1) AND pg_try_advisory_xact_lock($2)
+    RETURNING true AS counted, figures
+), figures AS (
+    SELECT counted, figures FROM counted
+    UNION ALL
+    SELECT false, figures FROM jobs_gauges WHERE NOT EXISTS (SELECT FROM counted)
+)
+SELECT figures.counted, stats.*
+FROM figures,
+     ROWS FROM (jsonb_to_recordset(figures.figures) AS (
+         estimated bool, analyzed_secs_ago float8, now_epoch float8, schedules jsonb,
+         outbox_unpublished bigint, outbox_oldest_unpublished_secs float8, outbox_parked bigint,
+         queue text, kind text, ready bigint, scheduled bigint, running bigint,
+         expired_leases bigint, dead bigint, done bigint, cancelled bigint,
+         oldest_ready_secs float8, longest_expired_lease_secs float8)) WITH ORDINALITY AS stats
+ORDER BY stats.ordinality"
+);
 
 /// The condition selecting dead jobs, shared by the dead-letter statements: `$1` ids (NULL for
 /// any), `$2` kind (NULL for any), `$3` queue (NULL for any), `$4` seconds the job must have been

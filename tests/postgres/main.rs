@@ -14,6 +14,7 @@ mod dedupe;
 mod drain;
 mod enqueue;
 mod exactly_once;
+mod gauges_shared;
 mod lease_control;
 mod outbox;
 mod outcomes;

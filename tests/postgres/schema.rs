@@ -40,7 +40,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (2, "operating".to_string()),
             (3, "processed_keys".to_string()),
             (4, "schedules".to_string()),
-            (5, "outbox".to_string())
+            (5, "outbox".to_string()),
+            (6, "claims_and_gauges".to_string())
         ]
     );
     let sqlx_history: Option<String> =

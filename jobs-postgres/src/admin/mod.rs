@@ -42,4 +42,5 @@ pub use human::HumanDuration;
 pub use outbox::{list_parked, replay_parked, ParkedRow};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use schedules::remove_schedule;
+pub(crate) use stats::{from_rows as stats_from_rows, StatsRow};
 pub use stats::{stats, Counts, KindStats, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};
