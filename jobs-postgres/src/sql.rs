@@ -134,8 +134,16 @@ JOIN unnest($1::text[], $2::text[]) AS wanted(kind, dedupe_key)
 WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 
 /// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
-/// then `run_at`, then id, with `$where` narrowing the scan; each job is leased for the seconds
-/// that `$4` gives its kind (`$4` pairs with `$2`).
+/// then `run_at`, then id, with `$where` narrowing each kind's scan and `$guard` deciding once
+/// whether to scan at all; each job is leased for the seconds that `$4` gives its kind (`$4`
+/// pairs with `$2`).
+///
+/// Each kind is scanned apart, through the ready index's `(queue, kind, ...)` prefix, for its
+/// first `$3` unlocked jobs in claim order, and the first `$3` of all those are claimed: jobs of
+/// kinds this worker does not run (a rolling deploy, workers of different kinds on one queue)
+/// cost it nothing, however many rank ahead. Jobs a kind's scan locked beyond those claimed stay
+/// locked until the claim commits (other claims skip them meanwhile); that happens only when
+/// several kinds have ready jobs at once.
 ///
 /// The claim's transaction commits without waiting for its WAL to reach disk
 /// (`synchronous_commit` off, set for that transaction alone by a subquery evaluated once): the
@@ -146,18 +154,26 @@ WHERE j.dedupe_scope = 'retained' OR j.state IN ('ready', 'running')";
 /// token, and any later durable commit flushes the claim with it. Outcomes, enqueues and the
 /// claims of kinds with a running limit (whose count must survive a crash) keep waiting.
 macro_rules! claim_jobs {
-    ($where:literal) => {
+    ($where:literal, $guard:literal) => {
         concat!(
             "
 WITH claimable AS (
-    SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND queue = $1 AND kind = ANY($2) AND run_at <= now()
-      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+    SELECT candidate.id
+    FROM unnest($2::text[]) AS claimed(kind)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs_queue
+        WHERE state = 'ready' AND queue = $1 AND kind = claimed.kind AND run_at <= now()
+          AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
             $where,
             "
-    ORDER BY priority DESC, run_at, id
+        ORDER BY priority DESC, run_at, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate",
+            $guard,
+            "
+    ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs_queue AS j
 SET state = 'running',
@@ -178,17 +194,30 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// order: by priority (higher first), then `run_at`, then id; each is leased for the seconds
 /// that `$4` gives its kind (`$4` pairs with `$2`). Returns each job with its place in the order
 /// (`priority`, `run_at`, `id`) and the seconds it had been due when claimed (`waited_secs`).
-pub const CLAIM_JOBS: &str = claim_jobs!("");
+pub const CLAIM_JOBS: &str = claim_jobs!("", "");
 
 /// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$5` after the place `($6, $7)`
-/// (`run_at`, id) in the claim order: where the previous claim of this queue ended.
+/// (`run_at`, id) in the claim order: where the previous claim of this queue ended; and nothing
+/// at all when a due job of a higher priority than `$5` is ready (of kinds `$2` in queue `$1`),
+/// so that the caller claims from the front instead.
 ///
 /// The scan starts at that place in the ready index instead of its front. The front is where
 /// the index entries of jobs claimed since the last vacuum pile up; while a long transaction
 /// elsewhere holds the xmin horizon back, they cannot even be marked dead, and a claim from the
-/// front would walk through all of them every time.
-pub const CLAIM_JOBS_AFTER: &str =
-    claim_jobs!("\n      AND priority = $5 AND (run_at, id) > ($6, $7)");
+/// front would walk through all of them every time. The check for a higher priority reads, for
+/// each kind, the index entries before priority `$5`: one descent when there are none, and
+/// otherwise at most the entries of that kind's higher-priority jobs claimed since the last
+/// vacuum before the first one still ready.
+pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
+    "\n          AND priority = $5 AND (run_at, id) > ($6, $7)",
+    "
+    WHERE NOT EXISTS (
+        SELECT FROM unnest($2::text[]) AS other(kind)
+        WHERE EXISTS (
+            SELECT FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = other.kind AND priority > $5
+              AND run_at <= now()))"
+);
 
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
@@ -230,14 +259,32 @@ pub const LOCK_LIMITED_KIND: &str =
 /// `$4` jobs of the kind running across all workers, each leased for `$5` seconds. Run after
 /// [`LOCK_LIMITED_KIND`] in the same transaction, so that the count of running jobs is taken
 /// after any other claim of the kind has committed. Returns what [`CLAIM_JOBS`] returns.
+///
+/// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
+/// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
+/// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
+/// slots of all workers, not by the backlog. The limit `$3` bounds the rows the planner expects,
+/// so that the update finds the claimed rows by id rather than hashing the table.
 pub const CLAIM_LIMITED_JOBS: &str = "
-WITH claimable AS (
-    SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND kind = $1 AND queue = ANY($2) AND run_at <= now()
+WITH room AS (
+    SELECT greatest(0, least($3, $4 - (
+        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1))) AS jobs
+), claimable AS (
+    SELECT id FROM (
+        SELECT candidate.id, candidate.priority, candidate.run_at
+        FROM unnest($2::text[]) AS claimed(queue)
+        CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM jobs_queue
+            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1 AND run_at <= now()
+            ORDER BY priority DESC, run_at, id
+            LIMIT (SELECT jobs FROM room)
+            FOR UPDATE SKIP LOCKED
+        ) AS candidate
+        ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+        LIMIT $3
+    ) AS first
     ORDER BY priority DESC, run_at, id
-    LIMIT greatest(0, least($3, $4 - (
-        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)))
-    FOR UPDATE SKIP LOCKED
+    LIMIT (SELECT jobs FROM room)
 )
 UPDATE jobs_queue AS j
 SET state = 'running',

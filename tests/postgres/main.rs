@@ -9,6 +9,7 @@ mod admin_dead;
 mod admin_retention;
 mod admin_stats;
 mod claim_commit;
+mod claim_plans;
 mod claim_position;
 mod dedupe;
 mod drain;
