@@ -16,12 +16,13 @@ INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
 SELECT 'noop', 'default', $1, 8
 WHERE (SELECT count(*) FROM (SELECT pg_notify('jobs_queue', 'default')) AS announced) >= 0";
 
-/// A raw claim of up to `$1` ready jobs of one queue, leasing them and returning `$returning`.
+/// A raw claim of up to `$1` ready jobs of one kind in one queue (the ready index leads with
+/// both), leasing them and returning `$returning`.
 /// Like the framework's claim, it commits without waiting for its WAL flush (a claim lost in a
 /// database crash only makes a job run again), so that the ratios measure the framework and not
 /// a durability choice.
 macro_rules! claim {
-    ($queue:literal, $returning:literal) => {
+    ($queue:literal, $kind:literal, $returning:literal) => {
         concat!(
             "
 UPDATE jobs_queue
@@ -31,6 +32,8 @@ WHERE id IN (
     SELECT id FROM jobs_queue
     WHERE state = 'ready' AND queue = '",
             $queue,
+            "' AND kind = '",
+            $kind,
             "' AND run_at <= now()
       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
     ORDER BY priority DESC, run_at, id
@@ -43,8 +46,8 @@ RETURNING ",
     };
 }
 
-/// Claims up to `$1` ready jobs of queue `default`, returning their ids.
-pub const CLAIM: &str = claim!("default", "id");
+/// Claims up to `$1` ready `noop` jobs of queue `default`, returning their ids.
+pub const CLAIM: &str = claim!("default", "noop", "id");
 
 /// Marks the given jobs done.
 pub const MARK_DONE: &str = "
@@ -114,7 +117,7 @@ WITH inserted AS (
 SELECT pg_notify('raw_probe', 'raw') FROM inserted";
 
 /// Claims up to `$1` ready probe jobs as [`CLAIM`] claims, returning their sequence numbers.
-pub const CLAIM_PROBES: &str = claim!("raw", "(payload->>'seq')::bigint");
+pub const CLAIM_PROBES: &str = claim!("raw", "raw_probe", "(payload->>'seq')::bigint");
 
 /// The leanest pickup there is: wait for a notification on a connection of its own, claim on
 /// another, and note the moment each claimed probe comes back (where a handler would start).

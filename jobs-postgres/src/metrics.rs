@@ -25,8 +25,9 @@
 //! The counters and histograms are this process's own. The gauges are the table's health
 //! numbers ([`admin::stats`](crate::admin::stats)), published by every worker every
 //! [`WorkerConfig::gauges_interval`](crate::WorkerConfig::gauges_interval) (or by [`Gauges`]
-//! from your own loop): every process publishes the same numbers, so aggregate them across
-//! processes with `max`, never `sum`.
+//! from your own loop) and counted by one process per interval
+//! ([`Gauges::refresh_shared`]): every process publishes the same numbers, so aggregate them
+//! across processes with `max`, never `sum`.
 //!
 //! A worker keeps the handle of each series it records the first time it records it: install
 //! the recorder before starting the worker.
@@ -34,7 +35,7 @@
 mod gauges;
 mod runs;
 
-pub use gauges::Gauges;
+pub use gauges::{Gauges, GaugesPass};
 pub(crate) use runs::{
     outbox_duplicate_id, outcome_dropped, rescue_refused, rescued, WorkerMetrics,
 };

@@ -71,6 +71,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "outbox_ids_topics",
         sql: include_str!("../migrations/0007_outbox_ids_topics.sql"),
     },
+    Migration {
+        version: 8,
+        name: "claims_and_gauges",
+        sql: include_str!("../migrations/0008_claims_and_gauges.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

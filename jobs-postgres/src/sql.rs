@@ -187,8 +187,16 @@ CROSS JOIN LATERAL (
 );
 
 /// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
-/// then `run_at`, then id, with `$where` narrowing the scan; each job is leased for the seconds
-/// that `$4` gives its kind (`$4` pairs with `$2`).
+/// then `run_at`, then id, with `$where` narrowing each kind's scan and `$guard` deciding once
+/// whether to scan at all; each job is leased for the seconds that `$4` gives its kind (`$4`
+/// pairs with `$2`).
+///
+/// Each kind is scanned apart, through the ready index's `(queue, kind, ...)` prefix, for its
+/// first `$3` unlocked jobs in claim order, and the first `$3` of all those are claimed: jobs of
+/// kinds this worker does not run (a rolling deploy, workers of different kinds on one queue)
+/// cost it nothing, however many rank ahead. Jobs a kind's scan locked beyond those claimed stay
+/// locked until the claim commits (other claims skip them meanwhile); that happens only when
+/// several kinds have ready jobs at once.
 ///
 /// The claim's transaction commits without waiting for its WAL to reach disk
 /// (`synchronous_commit` off, set for that transaction alone by a subquery evaluated once): the
@@ -199,18 +207,26 @@ CROSS JOIN LATERAL (
 /// token, and any later durable commit flushes the claim with it. Outcomes, enqueues and the
 /// claims of kinds with a running limit (whose count must survive a crash) keep waiting.
 macro_rules! claim_jobs {
-    ($where:literal) => {
+    ($where:literal, $guard:literal) => {
         concat!(
             "
 WITH claimable AS (
-    SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND queue = $1 AND kind = ANY($2) AND run_at <= now()
-      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+    SELECT candidate.id
+    FROM unnest($2::text[]) AS claimed(kind)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs_queue
+        WHERE state = 'ready' AND queue = $1 AND kind = claimed.kind AND run_at <= now()
+          AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
             $where,
             "
-    ORDER BY priority DESC, run_at, id
+        ORDER BY priority DESC, run_at, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate",
+            $guard,
+            "
+    ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs_queue AS j
 SET state = 'running',
@@ -231,17 +247,30 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// order: by priority (higher first), then `run_at`, then id; each is leased for the seconds
 /// that `$4` gives its kind (`$4` pairs with `$2`). Returns each job with its place in the order
 /// (`priority`, `run_at`, `id`) and the seconds it had been due when claimed (`waited_secs`).
-pub const CLAIM_JOBS: &str = claim_jobs!("");
+pub const CLAIM_JOBS: &str = claim_jobs!("", "");
 
 /// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$5` after the place `($6, $7)`
-/// (`run_at`, id) in the claim order: where the previous claim of this queue ended.
+/// (`run_at`, id) in the claim order: where the previous claim of this queue ended; and nothing
+/// at all when a due job of a higher priority than `$5` is ready (of kinds `$2` in queue `$1`),
+/// so that the caller claims from the front instead.
 ///
 /// The scan starts at that place in the ready index instead of its front. The front is where
 /// the index entries of jobs claimed since the last vacuum pile up; while a long transaction
 /// elsewhere holds the xmin horizon back, they cannot even be marked dead, and a claim from the
-/// front would walk through all of them every time.
-pub const CLAIM_JOBS_AFTER: &str =
-    claim_jobs!("\n      AND priority = $5 AND (run_at, id) > ($6, $7)");
+/// front would walk through all of them every time. The check for a higher priority reads, for
+/// each kind, the index entries before priority `$5`: one descent when there are none, and
+/// otherwise at most the entries of that kind's higher-priority jobs claimed since the last
+/// vacuum before the first one still ready.
+pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
+    "\n          AND priority = $5 AND (run_at, id) > ($6, $7)",
+    "
+    WHERE NOT EXISTS (
+        SELECT FROM unnest($2::text[]) AS other(kind)
+        WHERE EXISTS (
+            SELECT FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = other.kind AND priority > $5
+              AND run_at <= now()))"
+);
 
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
@@ -284,14 +313,32 @@ pub const LOCK_LIMITED_KIND: &str =
 /// `$4` jobs of the kind running across all workers, each leased for `$5` seconds. Run after
 /// [`LOCK_LIMITED_KIND`] in the same transaction, so that the count of running jobs is taken
 /// after any other claim of the kind has committed. Returns what [`CLAIM_JOBS`] returns.
+///
+/// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
+/// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
+/// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
+/// slots of all workers, not by the backlog. The limit `$3` bounds the rows the planner expects,
+/// so that the update finds the claimed rows by id rather than hashing the table.
 pub const CLAIM_LIMITED_JOBS: &str = "
-WITH claimable AS (
-    SELECT id FROM jobs_queue
-    WHERE state = 'ready' AND kind = $1 AND queue = ANY($2) AND run_at <= now()
+WITH room AS (
+    SELECT greatest(0, least($3, $4 - (
+        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1))) AS jobs
+), claimable AS (
+    SELECT id FROM (
+        SELECT candidate.id, candidate.priority, candidate.run_at
+        FROM unnest($2::text[]) AS claimed(queue)
+        CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM jobs_queue
+            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1 AND run_at <= now()
+            ORDER BY priority DESC, run_at, id
+            LIMIT (SELECT jobs FROM room)
+            FOR UPDATE SKIP LOCKED
+        ) AS candidate
+        ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+        LIMIT $3
+    ) AS first
     ORDER BY priority DESC, run_at, id
-    LIMIT greatest(0, least($3, $4 - (
-        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)))
-    FOR UPDATE SKIP LOCKED
+    LIMIT (SELECT jobs FROM room)
 )
 UPDATE jobs_queue AS j
 SET state = 'running',
@@ -394,21 +441,10 @@ pub const RESCUE_JOBS: &str = rescue_jobs!(
 /// combinations gives the done and cancelled estimates of [`QUEUE_STATS`].
 pub const STATE_MIX_STATISTICS: &str = "jobs_queue_state_mix";
 
-/// The health numbers of every queue and kind, in one statement.
-///
-/// Live states are counted exactly, each through its own partial index (`jobs_queue_ready`,
-/// `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
-/// retained ones. Done and cancelled rows are not counted: their numbers are estimates, the
-/// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
-/// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
-/// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
-///
-/// One row per queue and kind, ordered by both, each also carrying whether the estimates were
-/// readable, how long ago the table was last analyzed, the schedules, and the outbox's numbers
-/// (unpublished rows and the age of the oldest, counted through the pending-only index; parked
-/// rows, through the parked-only index); a single row with a NULL queue when the table holds
-/// nothing.
-pub const QUEUE_STATS: &str = "
+/// The text of [`QUEUE_STATS`], to be read alone or stored by [`SHARED_QUEUE_STATS`].
+macro_rules! queue_stats {
+    () => {
+        "
 WITH live AS (
     SELECT queue, kind,
            count(*) FILTER (WHERE run_at <= now()) AS ready,
@@ -490,7 +526,65 @@ SELECT meta.estimated, meta.analyzed_secs_ago, meta.now_epoch, meta.schedules,
        meta.outbox_unpublished, meta.outbox_oldest_unpublished_secs, meta.outbox_parked,
        grouped.*
 FROM meta LEFT JOIN grouped ON true
-ORDER BY grouped.queue, grouped.kind";
+ORDER BY grouped.queue, grouped.kind"
+    };
+}
+
+/// The health numbers of every queue and kind, in one statement.
+///
+/// Live states are counted exactly, each through its own partial index (`jobs_queue_ready`,
+/// `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
+/// retained ones. Done and cancelled rows are not counted: their numbers are estimates, the
+/// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
+/// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
+/// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
+///
+/// One row per queue and kind, ordered by both, each also carrying whether the estimates were
+/// readable, how long ago the table was last analyzed, the schedules, and the outbox's numbers
+/// (unpublished rows and the age of the oldest, counted through the pending-only index; parked
+/// rows, through the parked-only index); a single row with a NULL queue when the table holds
+/// nothing.
+pub const QUEUE_STATS: &str = queue_stats!();
+
+/// Advisory lock key that lets one process count the gauges' health numbers at a time
+/// (`"jobs_gau"` as bytes).
+pub const GAUGES_LOCK_KEY: i64 = 0x6a6f_6273_5f67_6175;
+
+/// The health numbers of [`QUEUE_STATS`] as the gauges read them: counted by one process per
+/// interval of `$1` seconds, and stored for the others.
+///
+/// The process whose statement finds the stored figures older than `$1` seconds and gets the
+/// lock `$2` (with `pg_try_advisory_xact_lock`, so none waits) counts, and stores what it found
+/// in `jobs_gauges` with the time; every other process reads the stored figures, taken at most
+/// about one interval ago, without counting anything. Returns the rows of [`QUEUE_STATS`]
+/// (none before the first count has been stored) with `counted`: whether this statement
+/// counted them.
+pub const SHARED_QUEUE_STATS: &str = concat!(
+    "
+WITH counted AS (
+    UPDATE jobs_gauges
+    SET counted_at = now(),
+        figures = (SELECT jsonb_agg(to_jsonb(stats) ORDER BY stats.queue, stats.kind)
+                   FROM (",
+    queue_stats!(),
+    ") AS stats)
+    WHERE counted_at <= now() - make_interval(secs => $1) AND pg_try_advisory_xact_lock($2)
+    RETURNING true AS counted, figures
+), figures AS (
+    SELECT counted, figures FROM counted
+    UNION ALL
+    SELECT false, figures FROM jobs_gauges WHERE NOT EXISTS (SELECT FROM counted)
+)
+SELECT figures.counted, stats.*
+FROM figures,
+     ROWS FROM (jsonb_to_recordset(figures.figures) AS (
+         estimated bool, analyzed_secs_ago float8, now_epoch float8, schedules jsonb,
+         outbox_unpublished bigint, outbox_oldest_unpublished_secs float8, outbox_parked bigint,
+         queue text, kind text, ready bigint, scheduled bigint, running bigint,
+         expired_leases bigint, dead bigint, done bigint, cancelled bigint,
+         oldest_ready_secs float8, longest_expired_lease_secs float8)) WITH ORDINALITY AS stats
+ORDER BY stats.ordinality"
+);
 
 /// The condition selecting dead jobs, shared by the dead-letter statements: `$1` ids (NULL for
 /// any), `$2` kind (NULL for any), `$3` queue (NULL for any), `$4` seconds the job must have been

@@ -93,7 +93,8 @@ pub enum Fenced {
 
 /// Claims up to `limit` ready jobs of `kinds` from `queue`, each leased for the duration that
 /// `leases` gives its kind (`leases` pairs with `kinds`): from the front of the claim order, or,
-/// with `after`, only jobs of the same priority after that place.
+/// with `after`, only jobs of the same priority after that place, and none while a job of a
+/// higher priority is ready.
 pub async fn claim(
     pool: &PgPool,
     queue: &str,

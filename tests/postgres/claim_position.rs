@@ -1,27 +1,36 @@
 //! Claims resume where the last one ended: under a held xmin horizon, the entries of every job
 //! claimed since pile up at the front of the ready index, and a claim from the front walks all
-//! of them; a claim from the last place does not.
+//! of them; a claim from the last place does not. A job that goes before that place (a higher
+//! priority) is still claimed first.
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use jobs::postgres::sql;
 use jobs::postgres::store::{self, ClaimPlace, Outcome};
-use jobs::Decision;
+use jobs::{Decision, Worker};
 use sqlx::Connection;
 
-use crate::support::{plan_nodes, Db};
+use crate::support::{fast_config, plan_nodes, wait_until, Db};
 
 const KINDS: [&str; 1] = ["record_run"];
 const LEASES: [Duration; 1] = [Duration::from_secs(30)];
 
-/// Buffers (shared hits and reads) the scan of the ready index touched, in an analyzed plan.
+/// Buffers (shared hits and reads) the scans of the ready index touched, in an analyzed plan.
 fn buffers(plan: &serde_json::Value) -> i64 {
     let nodes = plan_nodes(plan);
-    let scan = nodes
+    let scans: Vec<&serde_json::Value> = nodes
         .iter()
-        .find(|node| node["Index Name"] == "jobs_queue_ready")
-        .expect("a scan of the ready index");
-    scan["Shared Hit Blocks"].as_i64().unwrap() + scan["Shared Read Blocks"].as_i64().unwrap()
+        .filter(|node| node["Index Name"] == "jobs_queue_ready")
+        .collect();
+    assert!(!scans.is_empty(), "a scan of the ready index");
+    scans
+        .iter()
+        .map(|scan| {
+            scan["Shared Hit Blocks"].as_i64().unwrap()
+                + scan["Shared Read Blocks"].as_i64().unwrap()
+        })
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,5 +107,78 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
     assert!(
         resumed * 10 <= front,
         "from the front {front} buffers, from the last place {resumed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it() {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
+         SELECT 'record_run', 'default', '{\"label\": \"backlog\"}', 8,
+                now() - interval '1 hour' + n * interval '1 ms'
+         FROM generate_series(1, 20000) AS n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let worker = Worker::builder(db.pool.clone())
+        .kinds(["record_run"])
+        .queue("default", 8)
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    // The backlog is being drained: claims resume where the previous one ended.
+    wait_until("part of the backlog to be done", || async {
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
+            .await
+            >= 400
+    })
+    .await;
+    let urgent = 40;
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, priority)
+         SELECT 'record_run', 'default', '{\"label\": \"urgent\"}', 8, 5
+         FROM generate_series(1, $1)",
+    )
+    .bind(urgent)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // Every claim that starts from now on sees the urgent jobs.
+    let committed: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    wait_until("the urgent jobs to be done", || async {
+        db.count("SELECT count(*) FROM jobs_queue WHERE priority = 5 AND state = 'done'")
+            .await
+            == urgent
+    })
+    .await;
+    worker.shutdown().await;
+    let backlog_left = db
+        .count("SELECT count(*) FROM jobs_queue WHERE priority = 0 AND state = 'ready'")
+        .await;
+    assert!(
+        backlog_left > 0,
+        "the backlog ran out before the urgent jobs were claimed"
+    );
+    // No claim after the urgent jobs were committed took a backlog job while an urgent one was
+    // left: backlog jobs claimed meanwhile share the claim of the last urgent ones, or came later.
+    let overtaking: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs_queue
+         WHERE priority = 0 AND attempted_at > $1
+           AND attempted_at < (SELECT max(attempted_at) FROM jobs_queue WHERE priority = 5)",
+    )
+    .bind(committed)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        overtaking, 0,
+        "{overtaking} backlog jobs were claimed after the urgent jobs were committed and before the last of them"
     );
 }

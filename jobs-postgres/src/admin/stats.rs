@@ -182,9 +182,9 @@ impl Stats {
     }
 }
 
-/// One row of [`sql::QUEUE_STATS`].
+/// One row of [`sql::QUEUE_STATS`] (or of [`sql::SHARED_QUEUE_STATS`]).
 #[derive(FromRow)]
-struct StatsRow {
+pub(crate) struct StatsRow {
     estimated: bool,
     analyzed_secs_ago: Option<f64>,
     now_epoch: f64,
@@ -213,6 +213,11 @@ struct StatsRow {
 /// from the planner's statistics instead of counted (see [`Stats::estimated`]).
 pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
     let rows: Vec<StatsRow> = sqlx::query_as(sql::QUEUE_STATS).fetch_all(pool).await?;
+    Ok(from_rows(rows))
+}
+
+/// The health numbers that the rows of [`sql::QUEUE_STATS`] hold.
+pub(crate) fn from_rows(rows: Vec<StatsRow>) -> Stats {
     let mut stats = Stats::default();
     for (position, row) in rows.into_iter().enumerate() {
         stats.estimated = row.estimated;
@@ -260,7 +265,7 @@ pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
             },
         });
     }
-    Ok(stats)
+    stats
 }
 
 fn count(value: Option<i64>) -> u64 {

@@ -4,18 +4,20 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use ::metrics::{gauge, Label};
-use sqlx::PgPool;
+use sqlx::{FromRow, PgPool, Row};
 
 use super::{
     labels, DEAD, EXPIRED_LEASES, LONGEST_EXPIRED_LEASE_SECONDS, OLDEST_READY_AGE_SECONDS, READY,
     RUNNING, SCHEDULED,
 };
-use crate::admin::{self, AdminError, Counts, Stats};
+use crate::admin::{self, AdminError, Counts, Stats, StatsRow};
+use crate::sql;
 
 /// Publishes the health numbers of [`admin::stats`] as gauges, one series per queue and kind.
 ///
-/// Every worker runs one every [`WorkerConfig::gauges_interval`]; use one yourself in a process
-/// that runs no worker. It remembers what it published: a queue and kind that no longer has live
+/// Every worker runs one every [`WorkerConfig::gauges_interval`], with
+/// [`refresh_shared`](Self::refresh_shared): one process per interval counts, the others publish
+/// what it counted. Use one yourself in a process that runs no worker. It remembers what it published: a queue and kind that no longer has live
 /// jobs is set to 0 rather than left at its last value. Keep to one publisher per process (the
 /// gauges are the process's): another one does not know what this one published, and would
 /// leave those series at their last values.
@@ -39,6 +41,36 @@ impl Gauges {
         Ok(stats)
     }
 
+    /// Publishes the health numbers, counting them only when no process has in the last
+    /// `interval`: one statement, which either counts (as [`refresh`](Self::refresh) does) and
+    /// stores the figures for the other processes, or reads the figures the last count stored,
+    /// without waiting for a count under way. Every process sharing the database thus publishes
+    /// the same figures, taken at most about one `interval` before (two, counting its own
+    /// period), while the backlog is counted once per `interval` instead of once per process.
+    /// Before the first count has been stored, nothing is published.
+    pub async fn refresh_shared(
+        &mut self,
+        pool: &PgPool,
+        interval: Duration,
+    ) -> Result<GaugesPass, AdminError> {
+        let rows = sqlx::query(sql::SHARED_QUEUE_STATS)
+            .bind(interval.as_secs_f64())
+            .bind(sql::GAUGES_LOCK_KEY)
+            .fetch_all(pool)
+            .await?;
+        let counted = match rows.first() {
+            Some(row) => row.try_get("counted")?,
+            None => false,
+        };
+        let rows = rows
+            .iter()
+            .map(StatsRow::from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let stats = admin::stats_from_rows(rows);
+        self.publish(&stats);
+        Ok(GaugesPass { stats, counted })
+    }
+
     /// Publishes `stats`, and 0 for every queue and kind published before that `stats` no longer
     /// holds.
     pub fn publish(&mut self, stats: &Stats) {
@@ -52,6 +84,15 @@ impl Gauges {
         }
         self.published = published;
     }
+}
+
+/// What one [`Gauges::refresh_shared`] published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaugesPass {
+    /// The figures published.
+    pub stats: Stats,
+    /// Whether this pass counted them; otherwise another process did, within the interval.
+    pub counted: bool,
 }
 
 /// Sets every gauge of one queue and kind.

@@ -39,13 +39,15 @@ pub struct WorkerConfig {
     /// [`RetentionConfig`] (default: kept 7 days, deleted 1,000 per statement, looked for every
     /// minute). `None` turns it off in this worker. Dead jobs are never deleted automatically.
     pub retention: Option<RetentionConfig>,
-    /// How often this worker reads the health numbers ([`admin::stats`], one statement of about
-    /// a millisecond) and publishes them as gauges (see [`crate::metrics`]). Every worker
-    /// publishes the same table-wide numbers; `None` turns it off in this worker. Without a
+    /// How often this worker publishes the health numbers ([`admin::stats`]) as gauges (see
+    /// [`crate::metrics`]). Every worker publishes the same table-wide numbers, counted by one
+    /// process per interval ([`Gauges::refresh_shared`]): the others read the figures it
+    /// stored. `None` turns it off in this worker. Without a
     /// metrics recorder installed the statement still runs: turn it off if you export no
     /// metrics. Default 15 s.
     ///
     /// [`admin::stats`]: crate::admin::stats
+    /// [`Gauges::refresh_shared`]: crate::metrics::Gauges::refresh_shared
     pub gauges_interval: Option<Duration>,
 }
 

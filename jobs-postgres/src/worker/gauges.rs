@@ -1,5 +1,5 @@
-//! The periodic loop around [`Gauges::refresh`]: every worker publishes the health numbers as
-//! gauges every `gauges_interval`.
+//! The periodic loop around [`Gauges::refresh_shared`]: every worker publishes the health numbers
+//! as gauges every `gauges_interval`, and one process per interval counts them.
 //!
 //! It stops as soon as the worker stops, even in the middle of the statement: the gauges keep
 //! their last values.
@@ -18,7 +18,7 @@ pub async fn publisher(shared: Arc<Shared>) {
     let mut stop = shared.stopped.subscribe();
     loop {
         let refreshed = tokio::select! {
-            refreshed = gauges.refresh(&shared.pool) => refreshed,
+            refreshed = gauges.refresh_shared(&shared.pool, interval) => refreshed,
             _ = stop.wait_for(|stopped| *stopped) => return,
         };
         if let Err(error) = refreshed {

@@ -77,8 +77,11 @@ impl Claim {
 }
 
 /// Longest a producer claims from where its last claim ended before it looks at the front of
-/// the claim order again. Jobs that go before that place (a higher priority, a rescued job
-/// keeping its `run_at`) wait at most this long while a backlog lasts.
+/// the claim order again. A claim from that place claims nothing while a job of a higher
+/// priority is ready, and the front is looked at in the same round; jobs that go before the
+/// place within its priority (committed by a transaction that began before the jobs claimed
+/// last, since their `run_at` is that transaction's start, or rescued keeping their `run_at`)
+/// wait at most this long while a backlog lasts.
 const FRONT_CLAIM_EVERY: Duration = Duration::from_secs(1);
 
 /// Where a producer's claims ended, so that the next claim can start there rather than at the
@@ -110,12 +113,21 @@ impl ClaimPosition {
     }
 
     /// Notes what a claim took, and whether it started at the front.
+    ///
+    /// A claim from the front took the first claimable jobs of the order, so every job before
+    /// the furthest it took is claimed: the next claim may start there, even when that is
+    /// before the last place (a higher priority came in). A claim from the front that took
+    /// nothing found nothing claimable at all, and leaves the place as it was.
     fn claimed(&mut self, jobs: &[ClaimedJob], from_front: bool) {
+        let furthest = jobs.iter().map(ClaimedJob::place).max();
         if from_front {
             self.front_claimed_at = Instant::now();
+            if furthest.is_some() {
+                self.last = furthest;
+            }
+        } else {
+            self.last = self.last.max(furthest);
         }
-        let furthest = jobs.iter().map(ClaimedJob::place).max();
-        self.last = self.last.max(furthest);
     }
 }
 

@@ -1,0 +1,166 @@
+//! Claims cost what the jobs they can take cost, not what other kinds' backlog costs: with
+//! 200,000 due jobs of a kind the worker does not run ranking ahead of its own (a rolling
+//! deploy, workers of different kinds on one queue), each claim statement reads a few index
+//! pages and filters no foreign row. Each test prints the plan it checks.
+
+use serde_json::Value;
+
+use jobs::postgres::sql;
+
+use crate::support::{plan_nodes, Db};
+
+/// Foreign jobs among the worker's own, every 30 ms over the same 100 minutes, half of them at a
+/// higher priority (ranking ahead of all the worker's jobs), half at the same priority
+/// (between each two of the worker's jobs).
+const FOREIGN: i64 = 200_000;
+/// Most buffers a claim of 16 jobs may touch in all (its scans, and the updates of the rows).
+const MAX_BUFFERS: i64 = 600;
+/// Most rows a claim may read and throw away.
+const MAX_REMOVED: i64 = 100;
+
+/// A database with the foreign backlog and 100 due jobs of `record_run` in `default`, one a
+/// minute.
+async fn backlog_of_another_kind() -> Db {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, priority, run_at)
+         SELECT 'foreign_kind', 'default', '{}', 8, CASE WHEN n % 2 = 0 THEN 5 ELSE 0 END,
+                now() - interval '2 hours' + n * interval '30 ms'
+         FROM generate_series(1, $1) AS n",
+    )
+    .bind(FOREIGN)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
+         SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8,
+                now() - interval '2 hours' + n * interval '1 minute'
+         FROM generate_series(1, 100) AS n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("VACUUM ANALYZE jobs_queue")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    db
+}
+
+/// Runs `explain` (an `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` with its parameters bound) in a
+/// transaction rolled back afterwards, prints the plan, and checks it; returns the rows the
+/// claim took.
+async fn check(
+    db: &Db,
+    name: &str,
+    explain: sqlx::query::QueryScalar<'_, sqlx::Postgres, Value, sqlx::postgres::PgArguments>,
+) -> i64 {
+    let mut transaction = db.pool.begin().await.unwrap();
+    let plan: Value = explain.fetch_one(&mut *transaction).await.unwrap();
+    transaction.rollback().await.unwrap();
+    println!("{name}:\n{}", serde_json::to_string_pretty(&plan).unwrap());
+    let nodes = plan_nodes(&plan);
+    let seq_scans: Vec<&Value> = nodes
+        .iter()
+        .filter(|node| node["Node Type"] == "Seq Scan" && node["Relation Name"] == "jobs_queue")
+        .collect();
+    assert!(
+        seq_scans.is_empty(),
+        "{name} scans the table: {seq_scans:?}"
+    );
+    let removed: i64 = nodes
+        .iter()
+        .map(|node| node["Rows Removed by Filter"].as_i64().unwrap_or(0))
+        .sum();
+    let root = &plan[0]["Plan"];
+    let buffers =
+        root["Shared Hit Blocks"].as_i64().unwrap() + root["Shared Read Blocks"].as_i64().unwrap();
+    println!("{name}: {buffers} buffers, {removed} rows removed by filters");
+    assert!(
+        removed <= MAX_REMOVED,
+        "{name} threw away {removed} rows (foreign jobs walked)"
+    );
+    assert!(
+        buffers <= MAX_BUFFERS,
+        "{name} touched {buffers} buffers (foreign jobs walked)"
+    );
+    root["Actual Rows"].as_i64().unwrap()
+}
+
+fn explain(statement: &str) -> String {
+    format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_from_the_front_skips_other_kinds_backlog() {
+    let db = backlog_of_another_kind().await;
+    let statement = explain(sql::CLAIM_JOBS);
+    let query = sqlx::query_scalar(&statement)
+        .bind("default")
+        .bind(vec!["record_run", "bad_input"])
+        .bind(16_i64)
+        .bind(vec![30.0_f64, 30.0]);
+    assert_eq!(check(&db, "CLAIM_JOBS", query).await, 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_from_the_last_place_skips_other_kinds_backlog() {
+    let db = backlog_of_another_kind().await;
+    let (run_at, id): (chrono::DateTime<chrono::Utc>, i64) = sqlx::query_as(
+        "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let statement = explain(sql::CLAIM_JOBS_AFTER);
+    let query = sqlx::query_scalar(&statement)
+        .bind("default")
+        .bind(vec!["record_run", "bad_input"])
+        .bind(16_i64)
+        .bind(vec![30.0_f64, 30.0])
+        .bind(0_i16)
+        .bind(run_at)
+        .bind(id);
+    assert_eq!(check(&db, "CLAIM_JOBS_AFTER", query).await, 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_claim_skips_other_kinds_backlog() {
+    let db = backlog_of_another_kind().await;
+    let statement = explain(sql::CLAIM_LIMITED_JOBS);
+    let query = sqlx::query_scalar(&statement)
+        .bind("record_run")
+        .bind(vec!["default".to_string(), "other".to_string()])
+        .bind(16_i64)
+        .bind(100_i64)
+        .bind(30.0_f64);
+    assert_eq!(check(&db, "CLAIM_LIMITED_JOBS", query).await, 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_claim_reads_only_what_it_takes_of_its_own_backlog() {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
+         SELECT 'record_run', CASE WHEN n % 2 = 0 THEN 'default' ELSE 'other' END,
+                '{\"label\": \"x\"}', 8, now() - interval '2 hours' + n * interval '30 ms'
+         FROM generate_series(1, $1) AS n",
+    )
+    .bind(FOREIGN)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("VACUUM ANALYZE jobs_queue")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let statement = explain(sql::CLAIM_LIMITED_JOBS);
+    let query = sqlx::query_scalar(&statement)
+        .bind("record_run")
+        .bind(vec!["default".to_string(), "other".to_string()])
+        .bind(16_i64)
+        .bind(100_i64)
+        .bind(30.0_f64);
+    assert_eq!(check(&db, "CLAIM_LIMITED_JOBS", query).await, 16);
+}
