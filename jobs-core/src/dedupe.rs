@@ -157,13 +157,16 @@ pub fn render_key(template: &str, payload: &Value) -> Result<String, KeyError> {
 }
 
 /// Whether a number written just before `next` ends where its JSON text ends: at the end of the
-/// key, or before literal text that no number can continue.
+/// key, or before literal text that no number can continue. A sign continues a number only
+/// after an exponent's `e`, and a number's text never ends in `e`, so `+` and `-` end it: a key
+/// such as `"<user>-<day>"` renders `1-2`, as it did before keys were made injective.
 fn ends_a_number(next: Option<&TemplatePart<'_>>) -> bool {
     match next {
         None => true,
         Some(TemplatePart::Field(_)) => false,
-        Some(TemplatePart::Literal(text)) => !text
-            .starts_with(|c: char| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')),
+        Some(TemplatePart::Literal(text)) => {
+            !text.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E'))
+        }
     }
 }
 
@@ -227,6 +230,12 @@ mod tests {
         );
         let other = |a, b| render_key("<a>-<b>", &json!({"a": a, "b": b})).unwrap();
         assert_ne!(other(json!(-1), json!(-2)), other(json!(-1), json!("-2")));
+        // A sign continues no number that ends a number's text: integer keys render as before.
+        assert_eq!(other(json!(1), json!(2)), "1-2");
+        assert_eq!(other(json!(1e-7), json!(5)), "1e-7-5");
+        assert_ne!(other(json!(1), json!(-2)), other(json!(-1), json!(2)));
+        let plus = |a| render_key("<a>+1", &json!({ "a": a })).unwrap();
+        assert_eq!(plus(json!(1)), "1+1");
     }
 
     #[test]

@@ -52,8 +52,9 @@ pub enum EncodeError {
     NulCharacter {
         /// The job kind.
         kind: &'static str,
-        /// Where: `payload.<path>` (with ` (key)` when an object key holds it), `dedupe_key` or
-        /// `queue`.
+        /// Where: `payload.<path>` (with ` (key)` when an object key holds it) or `dedupe_key`
+        /// (from the template's literal text). A queue name holding it is an
+        /// [`EncodeError::QueueName`].
         field: String,
     },
     /// The dedupe template names a field the encoded arguments lack (skipped when serializing).

@@ -149,8 +149,10 @@ fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
     }
 }
 
+/// The job's `max_attempts` as the column's integer. Every path calls [`NewJob::check`] first,
+/// which refuses a count the column cannot hold: nothing is ever stored lowered.
 fn max_attempts_param(job: &NewJob) -> i32 {
-    i32::try_from(job.max_attempts).unwrap_or(i32::MAX)
+    i32::try_from(job.max_attempts).expect("NewJob::check refuses max_attempts beyond i32")
 }
 
 /// Writes one job on `conn`. A dedupe conflict returns [`Enqueued::Duplicate`] without error and

@@ -259,8 +259,9 @@ pub const CLAIM_JOBS: &str = claim_jobs!("", "");
 /// elsewhere holds the xmin horizon back, they cannot even be marked dead, and a claim from the
 /// front would walk through all of them every time. The check for a higher priority reads, for
 /// each kind, the index entries before priority `$5`: one descent when there are none, and
-/// otherwise at most the entries of that kind's higher-priority jobs claimed since the last
-/// vacuum before the first one still ready.
+/// otherwise, up to the first one that is ready and due, the entries of that kind's
+/// higher-priority jobs claimed since the last vacuum or not due yet (`run_at` cannot narrow a
+/// range that starts on `priority`).
 pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
     "\n          AND priority = $5 AND (run_at, id) > ($6, $7)",
     "
@@ -710,7 +711,13 @@ WITH candidates AS (
 SELECT c.id, c.kind, c.queue, c.dedupe_key,
        CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
            (SELECT holder.id FROM jobs_queue AS holder
-            WHERE holder.kind = c.kind AND holder.dedupe_key = c.dedupe_key
+            WHERE holder.kind = c.kind
+              AND ",
+    dedupe_digest!("holder.dedupe_key"),
+    " = ",
+    dedupe_digest!("c.dedupe_key"),
+    "
+              AND holder.dedupe_key = c.dedupe_key
               AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
             LIMIT 1),
            (SELECT min(id) FROM jobs_queue

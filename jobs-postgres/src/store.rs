@@ -418,7 +418,9 @@ pub async fn schedule_pass(
             .bind(schedule.kind())
             .bind(queue)
             .bind(priority)
-            .bind(i32::try_from(max_attempts).unwrap_or(i32::MAX))
+            .bind(
+                i32::try_from(max_attempts).expect("registrations refuse max_attempts beyond i32"),
+            )
             .bind(&plan.enqueue)
             .fetch_one(&mut *transaction)
             .await?;

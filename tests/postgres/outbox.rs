@@ -560,7 +560,7 @@ async fn a_nul_in_an_event_is_refused_naming_its_field_and_the_callers_transacti
     )
     .await;
     assert!(
-        matches!(&refused, OutboxError::NulInPayload { field, .. } if field == "order.notes[1]"),
+        matches!(&refused, OutboxError::NulInPayload { field, .. } if field == "payload.order.notes[1]"),
         "{refused:?}"
     );
     let refused = refused_then_committed(
@@ -571,7 +571,22 @@ async fn a_nul_in_an_event_is_refused_naming_its_field_and_the_callers_transacti
     )
     .await;
     assert!(
-        matches!(&refused, OutboxError::NulInPayload { field, .. } if field == "a.b\\0c"),
+        matches!(&refused, OutboxError::NulInPayload { field, .. } if field == "payload.a.b\\0c (key)"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_nested_deeper_than_a_decoder_reads_is_refused_and_the_callers_transaction_commits(
+) {
+    let db = Db::new().await;
+    let mut payload = serde_json::json!(1);
+    for _ in 0..200 {
+        payload = serde_json::Value::Array(vec![payload]);
+    }
+    let refused = refused_then_committed(&db, "too deep", "orders.placed", payload).await;
+    assert!(
+        matches!(&refused, OutboxError::TooDeep { limit: 127, .. }),
         "{refused:?}"
     );
 }

@@ -29,7 +29,6 @@
 //! [`admin::outbox`]: crate::admin::outbox
 
 mod config;
-mod payload;
 mod publish;
 mod publisher;
 mod relay;

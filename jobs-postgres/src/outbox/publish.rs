@@ -4,9 +4,9 @@ use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::PgConnection;
 
-use super::payload::path_of_nul;
 use super::topic::{validate_topic, TopicError};
 use crate::sql;
+use jobs_core::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
 
 /// The id of an outbox row: it grows in the order rows are written, which is the order the relay
 /// publishes a topic's rows in. (The broker's message id is the row's `message_id`, a uuid: see
@@ -56,8 +56,21 @@ pub enum OutboxError {
     NulInPayload {
         /// The topic.
         topic: String,
-        /// Where: a path such as `order.notes[1]`, `$` for the payload itself.
+        /// Where, named as for a job's arguments: `payload.order.notes[1]`, or
+        /// `payload.field (key)` when an object key holds it.
         field: String,
+    },
+    /// The payload nests arrays and objects deeper than [`MAX_PAYLOAD_DEPTH`], the most a JSON
+    /// decoder such as `serde_json` reads: nothing was written. Found without recursing past the
+    /// limit, so a payload thousands of levels deep cannot overflow the stack.
+    #[error(
+        "the payload of an event of topic `{topic}` nests deeper than {limit} arrays or objects"
+    )]
+    TooDeep {
+        /// The topic.
+        topic: String,
+        /// The deepest nesting allowed.
+        limit: usize,
     },
     /// The database refused the write.
     #[error("writing to the outbox failed: {0}")]
@@ -90,16 +103,24 @@ pub async fn publish_in<T: Serialize + ?Sized>(
     payload: &T,
 ) -> Result<OutboxId, OutboxError> {
     validate_topic(topic)?;
-    let payload = serde_json::to_value(payload).map_err(|source| OutboxError::Encode {
-        topic: topic.to_owned(),
-        source,
-    })?;
-    if let Some(field) = path_of_nul(&payload) {
-        return Err(OutboxError::NulInPayload {
+    let refused = |problem| match problem {
+        PayloadProblem::TooDeep => OutboxError::TooDeep {
+            topic: topic.to_owned(),
+            limit: MAX_PAYLOAD_DEPTH,
+        },
+        PayloadProblem::NulCharacter(field) => OutboxError::NulInPayload {
             topic: topic.to_owned(),
             field,
-        });
-    }
+        },
+    };
+    let payload = encode_payload(payload).map_err(|error| match error {
+        Ok(problem) => refused(problem),
+        Err(source) => OutboxError::Encode {
+            topic: topic.to_owned(),
+            source,
+        },
+    })?;
+    check_payload(&payload).map_err(refused)?;
     let id = sqlx::query_scalar(sql::INSERT_OUTBOX)
         .bind(topic)
         .bind(Json(payload))
