@@ -5,7 +5,8 @@
 //! become parts of message subjects (NATS-like systems split subjects on `.` and treat `*` and
 //! `>` as wildcards, and whitespace ends a subject). So a name is 1 to [`MAX_NAME_LEN`] bytes of
 //! ASCII letters, digits and the separators `_`, `-`, `.`, `:` and `/`: no whitespace, control
-//! characters, wildcards, quotes or non-ASCII characters.
+//! characters, wildcards, quotes or non-ASCII characters; and no empty part between dots (a name
+//! neither starts nor ends with `.`, nor holds `..`), as subjects require.
 
 use std::fmt;
 
@@ -62,6 +63,15 @@ pub enum NameError {
         /// Its byte offset in the name.
         position: usize,
     },
+    /// A `.` starts or ends the name, or follows another: message subjects split names on `.`
+    /// and refuse empty tokens.
+    #[error("{of} name `{name}` has an empty part between dots: `.` separates non-empty parts")]
+    EmptyToken {
+        /// What the name names.
+        of: NameOf,
+        /// The name.
+        name: String,
+    },
 }
 
 /// Checks a job kind's name against the [rules](self).
@@ -96,6 +106,12 @@ pub fn check_name(of: NameOf, name: &str) -> Result<(), NameError> {
             position,
         });
     }
+    if name.split('.').any(str::is_empty) {
+        return Err(NameError::EmptyToken {
+            of,
+            name: name.to_owned(),
+        });
+    }
     Ok(())
 }
 
@@ -121,6 +137,16 @@ mod tests {
             check_queue_name(name).unwrap();
         }
         check_queue_name(&"q".repeat(MAX_NAME_LEN)).unwrap();
+    }
+
+    #[test]
+    fn names_with_an_empty_part_between_dots_are_refused() {
+        for name in [".a", "a.", "a..b", "."] {
+            assert!(
+                matches!(check_queue_name(name), Err(NameError::EmptyToken { .. })),
+                "{name}"
+            );
+        }
     }
 
     #[test]

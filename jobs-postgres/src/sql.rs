@@ -972,12 +972,15 @@ ORDER BY c.id";
 
 /// Records what a relay's batch did, one element per row attempted: `$1` ids, `$2` new states
 /// (`published`, `pending` to retry, `parked`), `$3` seconds until a retried row is due again,
-/// `$4` errors (NULL after a success). Each row's attempts grow by one; an error replaces its
+/// `$4` errors (NULL after a success), `$5` whether the row draws a new message id (parked
+/// because the broker holds another message under its id: a replay then publishes under the new
+/// one instead of being dropped again). Each row's attempts grow by one; an error replaces its
 /// last error. Only pending rows are written. Returns how many rows were written.
 pub const RECORD_OUTBOX_OUTCOMES: &str = "
 WITH recorded AS (
     UPDATE jobs_outbox AS o
     SET state = r.state,
+        message_id = CASE WHEN r.new_message_id THEN gen_random_uuid() ELSE o.message_id END,
         attempts = o.attempts + 1,
         last_error = coalesce(r.error, o.last_error),
         next_attempt_at = CASE WHEN r.state = 'pending'
@@ -985,7 +988,8 @@ WITH recorded AS (
                                ELSE o.next_attempt_at END,
         published_at = CASE WHEN r.state = 'published' THEN statement_timestamp() END,
         parked_at = CASE WHEN r.state = 'parked' THEN statement_timestamp() END
-    FROM unnest($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS r(id, state, delay_secs, error)
+    FROM unnest($1::bigint[], $2::text[], $3::float8[], $4::text[], $5::bool[])
+         AS r(id, state, delay_secs, error, new_message_id)
     WHERE o.id = r.id AND o.state = 'pending'
     RETURNING 1
 )

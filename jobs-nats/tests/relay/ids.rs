@@ -119,6 +119,23 @@ async fn a_duplicate_ack_for_another_message_parks_the_row_loudly() {
     let stored = env.stored().await;
     assert_eq!(stored.len(), 1, "only the other message: {stored:?}");
     assert_eq!(stored[0].payload, "someone else's");
+
+    // Parked under a new id: a replay publishes it, within the stream's duplicate window.
+    let new_message_id = env.message_id_of(id).await;
+    assert_ne!(new_message_id, message_id, "the parked row drew a new id");
+    let replayed = jobs_postgres::admin::replay_parked(&env.pool, Some(&[id]))
+        .await
+        .unwrap();
+    assert_eq!(replayed, [id]);
+    let relay = env.relay(env.pool.clone(), env.publisher());
+    relay_until(
+        relay,
+        "the replayed row published",
+        Duration::from_secs(20),
+        || async { env.count("published").await == 1 },
+    )
+    .await;
+    assert_eq!(env.stored().await.len(), 2, "the row's own message too");
     env.finish().await;
 }
 

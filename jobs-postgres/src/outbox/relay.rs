@@ -63,6 +63,7 @@ struct Outcomes {
     states: Vec<&'static str>,
     delays: Vec<f64>,
     errors: Vec<Option<String>>,
+    new_message_ids: Vec<bool>,
 }
 
 impl Outcomes {
@@ -71,6 +72,16 @@ impl Outcomes {
         self.states.push(state);
         self.delays.push(delay.as_secs_f64());
         self.errors.push(error);
+        self.new_message_ids.push(false);
+    }
+
+    /// Parks a row whose message id the broker holds for another message, drawing it a new id
+    /// so that a replay is not dropped again.
+    fn park_under_new_id(&mut self, id: OutboxId, error: Option<String>) {
+        self.push(id, "parked", Duration::ZERO, error);
+        if let Some(new_message_id) = self.new_message_ids.last_mut() {
+            *new_message_id = true;
+        }
     }
 }
 
@@ -103,7 +114,8 @@ impl Outcomes {
 /// row's message id returns [`PublishError::duplicate_id`]: the row is parked with that error,
 /// logged at error level and counted in
 /// [`OUTBOX_DUPLICATE_IDS_TOTAL`](crate::metrics::OUTBOX_DUPLICATE_IDS_TOTAL), rather than marked
-/// published while the broker dropped it.
+/// published while the broker dropped it. It draws a new message id as it is parked, so that an
+/// operator's replay is published rather than dropped again.
 pub struct Relay<P> {
     pool: PgPool,
     publisher: P,
@@ -183,6 +195,7 @@ impl<P: Publisher> Relay<P> {
                 .bind(&outcomes.states)
                 .bind(&outcomes.delays)
                 .bind(&outcomes.errors)
+                .bind(&outcomes.new_message_ids)
                 .fetch_one(&mut *transaction)
                 .await?;
         }
@@ -212,9 +225,10 @@ impl<P: Publisher> Relay<P> {
                 attempt = message.attempt,
                 %error,
                 "outbox row parked: the broker holds another message under its message id, so it \
-                 dropped this one; something else publishes under the outbox's ids"
+                 dropped this one; something else publishes under the outbox's ids (the row draws \
+                 a new id for its replay)"
             );
-            outcomes.push(message.id, "parked", Duration::ZERO, text);
+            outcomes.park_under_new_id(message.id, text);
             report.parked += 1;
         } else if error.retry() == Retry::Permanent || !retry.has_attempts_left(message.attempt) {
             tracing::error!(
