@@ -104,9 +104,11 @@ pub async fn claim(
     after: Option<ClaimPlace>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let lease_secs: Vec<f64> = leases.iter().map(Duration::as_secs_f64).collect();
-    let query = match after {
-        None => sqlx::query_as(sql::CLAIM_JOBS),
-        Some(_) => sqlx::query_as(sql::CLAIM_JOBS_AFTER),
+    let query = match (after, kinds.len()) {
+        (None, 1) => sqlx::query_as(sql::CLAIM_ONE_KIND),
+        (Some(_), 1) => sqlx::query_as(sql::CLAIM_ONE_KIND_AFTER),
+        (None, _) => sqlx::query_as(sql::CLAIM_JOBS),
+        (Some(_), _) => sqlx::query_as(sql::CLAIM_JOBS_AFTER),
     };
     let mut query = query
         .bind(queue)

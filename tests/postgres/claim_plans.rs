@@ -126,6 +126,39 @@ async fn a_claim_from_the_last_place_skips_other_kinds_backlog() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_one_kind_skips_other_kinds_backlog() {
+    let db = backlog_of_another_kind().await;
+    let statement = explain(sql::CLAIM_ONE_KIND);
+    let query = sqlx::query_scalar(&statement)
+        .bind("default")
+        .bind(vec!["record_run"])
+        .bind(16_i64)
+        .bind(vec![30.0_f64]);
+    assert_eq!(check(&db, "CLAIM_ONE_KIND", query).await, 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_one_kind_from_the_last_place_skips_other_kinds_backlog() {
+    let db = backlog_of_another_kind().await;
+    let (run_at, id): (chrono::DateTime<chrono::Utc>, i64) = sqlx::query_as(
+        "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let statement = explain(sql::CLAIM_ONE_KIND_AFTER);
+    let query = sqlx::query_scalar(&statement)
+        .bind("default")
+        .bind(vec!["record_run"])
+        .bind(16_i64)
+        .bind(vec![30.0_f64])
+        .bind(0_i16)
+        .bind(run_at)
+        .bind(id);
+    assert_eq!(check(&db, "CLAIM_ONE_KIND_AFTER", query).await, 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
     let statement = explain(sql::CLAIM_LIMITED_JOBS);
