@@ -186,6 +186,30 @@ CROSS JOIN LATERAL (
 ) AS holder"
 );
 
+/// The end every claim shares: each row of `claimable` becomes `running`, counts the attempt,
+/// and takes a fresh lease token and a lease of `$lease` seconds (an SQL expression); returns
+/// each claimed job with its place in the claim order and the seconds it had been due.
+macro_rules! claimed_jobs {
+    ($lease:literal) => {
+        concat!(
+            "
+UPDATE jobs_queue AS j
+SET state = 'running',
+    attempts = j.attempts + 1,
+    lease_token = gen_random_uuid(),
+    lease_expires_at = now() + make_interval(secs => ",
+            $lease,
+            "),
+    attempted_at = now()
+FROM claimable
+WHERE j.id = claimable.id
+RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
+          j.dedupe_key, j.lease_token, j.priority, j.run_at,
+          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
+        )
+    };
+}
+
 /// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
 /// then `run_at`, then id, with `$where` narrowing each kind's scan and `$guard` deciding once
 /// whether to scan at all; each job is leased for the seconds that `$4` gives its kind (`$4`
@@ -228,17 +252,8 @@ WITH claimable AS (
     ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
     LIMIT $3
 )
-UPDATE jobs_queue AS j
-SET state = 'running',
-    attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => ($4::float8[])[array_position($2::text[], j.kind)]),
-    attempted_at = now()
-FROM claimable
-WHERE j.id = claimable.id
-RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token, j.priority, j.run_at,
-          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
+",
+            claimed_jobs!("($4::float8[])[array_position($2::text[], j.kind)]")
         )
     };
 }
@@ -292,17 +307,8 @@ WITH claimable AS (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-UPDATE jobs_queue AS j
-SET state = 'running',
-    attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => ($4::float8[])[1]),
-    attempted_at = now()
-FROM claimable
-WHERE j.id = claimable.id
-RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token, j.priority, j.run_at,
-          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
+",
+            claimed_jobs!("($4::float8[])[1]")
         )
     };
 }
@@ -368,7 +374,8 @@ pub const LOCK_LIMITED_KIND: &str =
 /// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
 /// slots of all workers, not by the backlog. The limit `$3` bounds the rows the planner expects,
 /// so that the update finds the claimed rows by id rather than hashing the table.
-pub const CLAIM_LIMITED_JOBS: &str = "
+pub const CLAIM_LIMITED_JOBS: &str = concat!(
+    "
 WITH room AS (
     SELECT greatest(0, least($3, $4 - (
         SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1))) AS jobs
@@ -389,17 +396,9 @@ WITH room AS (
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT jobs FROM room)
 )
-UPDATE jobs_queue AS j
-SET state = 'running',
-    attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => $5),
-    attempted_at = now()
-FROM claimable
-WHERE j.id = claimable.id
-RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token, j.priority, j.run_at,
-          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs";
+",
+    claimed_jobs!("$5")
+);
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
 /// three arrays pair up); returns the `(id, lease_token)` of the runs whose lease still holds.
