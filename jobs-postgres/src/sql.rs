@@ -685,6 +685,25 @@ SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe
 FROM jobs_queue
 WHERE id = $1";
 
+/// The ready or running job holding the `active` dedupe key of dead job `c`, if any: a probe of
+/// the active dedupe index by key digest, shared by [`REPLAY_DEAD`] and [`PREVIEW_REPLAY_DEAD`]
+/// so that a preview foretells the replay.
+macro_rules! active_key_holder {
+    () => {
+        concat!(
+            "(SELECT holder.id FROM jobs_queue AS holder
+                WHERE holder.kind = c.kind AND ",
+            dedupe_digest!("holder.dedupe_key"),
+            " = ",
+            dedupe_digest!("c.dedupe_key"),
+            "
+                  AND holder.dedupe_key = c.dedupe_key
+                  AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
+                LIMIT 1)"
+        )
+    };
+}
+
 /// Replays up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id: each becomes
 /// ready at once with its attempts reset to 0 and its error history kept; every queue that got
 /// a job back is announced once.
@@ -707,16 +726,9 @@ WITH candidates AS (
 ), checked AS (
     SELECT c.id, c.kind, c.queue, c.dedupe_key,
            CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
-               (SELECT holder.id FROM jobs_queue AS holder
-                WHERE holder.kind = c.kind
-                  AND ",
-    dedupe_digest!("holder.dedupe_key"),
-    " = ",
-    dedupe_digest!("c.dedupe_key"),
-    "
-                  AND holder.dedupe_key = c.dedupe_key
-                  AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
-                LIMIT 1),
+               ",
+    active_key_holder!(),
+    ",
                nullif(first_value(c.id) OVER (PARTITION BY c.kind, c.dedupe_key, c.dedupe_scope
                                               ORDER BY c.id), c.id))
            END AS held_by
@@ -757,16 +769,9 @@ WITH candidates AS (
 )
 SELECT c.id, c.kind, c.queue, c.dedupe_key,
        CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
-           (SELECT holder.id FROM jobs_queue AS holder
-            WHERE holder.kind = c.kind
-              AND ",
-    dedupe_digest!("holder.dedupe_key"),
-    " = ",
-    dedupe_digest!("c.dedupe_key"),
-    "
-              AND holder.dedupe_key = c.dedupe_key
-              AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
-            LIMIT 1),
+           ",
+    active_key_holder!(),
+    ",
            (SELECT min(id) FROM jobs_queue
             WHERE kind = c.kind AND dedupe_key = c.dedupe_key AND dedupe_scope = 'active'
               AND id < c.id AND ",
