@@ -250,7 +250,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    worker.shutdown().await;
+    worker.shutdown().await?;
 
     println!("\n3. Outcome");
     let (status, charge): (String, Option<String>) =

@@ -183,10 +183,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if serve {
         println!("Serving until ctrl-c; try `curl -s http://{address}/metrics`");
         jobs::shutdown_signal().await;
-        worker.shutdown().await;
+        worker.shutdown().await?;
         return Ok(());
     }
-    worker.shutdown().await;
+    worker.shutdown().await?;
     println!("\nWhat a scrape of /metrics returns now:\n");
     println!("{}", metrics.render());
     Ok(())

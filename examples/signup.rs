@@ -169,7 +169,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    worker.shutdown().await;
+    worker.shutdown().await?;
     println!(
         "  all jobs settled in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -127,7 +127,7 @@ async fn drain(
             .await
             .expect("all jobs run within 60 s");
     }
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let seen = statements.take();
     let done: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
         .fetch_one(&pool)

@@ -149,7 +149,7 @@ async fn a_replayed_job_runs_again_from_its_first_attempt() {
         }
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let job = db.job(id).await;
     assert_eq!(job.attempts, 1);
     let attempts: Vec<i32> = job.errors.iter().map(|error| error.attempt).collect();

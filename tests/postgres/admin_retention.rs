@@ -136,8 +136,8 @@ async fn workers_prune_by_themselves() {
         async move { states(db).await == kept() }
     })
     .await;
-    first.shutdown().await;
-    second.shutdown().await;
+    first.shutdown().await.expect("the worker stops");
+    second.shutdown().await.expect("the worker stops");
 }
 
 #[test]

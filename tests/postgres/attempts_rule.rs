@@ -49,7 +49,7 @@ async fn run_after_deploy(
         .unwrap()
         .start();
     let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let lasts: Vec<bool> =
         sqlx::query_scalar("SELECT last FROM attempt_notes WHERE job_id = $1 ORDER BY attempt")
             .bind(id)

@@ -158,7 +158,7 @@ async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it
             == urgent
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let backlog_left = db
         .count("SELECT count(*) FROM jobs_queue WHERE priority = 0 AND state = 'ready'")
         .await;

@@ -50,7 +50,7 @@ async fn a_retained_key_holds_after_the_job_is_done() {
     let first = send_receipt::enqueue(&db.pool, 7).await.unwrap().id();
     let worker = db.start_worker(&["send_receipt"]);
     db.wait_for_state(first, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(
         send_receipt::enqueue(&db.pool, 7).await.unwrap(),
         Enqueued::Duplicate(first)
@@ -67,7 +67,7 @@ async fn an_active_key_frees_up_when_the_job_is_done() {
     );
     let worker = db.start_worker(&["sync_user"]);
     db.wait_for_state(first, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let again = sync_user::enqueue(&db.pool, 5).await.unwrap();
     assert!(again.is_new());
     assert_ne!(again.id(), first);

@@ -44,8 +44,8 @@ async fn drain_with_two_workers(config: WorkerConfig) {
         }
     })
     .await;
-    first.shutdown().await;
-    second.shutdown().await;
+    first.shutdown().await.expect("the worker stops");
+    second.shutdown().await.expect("the worker stops");
 
     assert_eq!(db.count("SELECT count(*) FROM runs").await, JOBS);
     assert_eq!(

@@ -115,7 +115,7 @@ async fn a_job_renews_its_own_lease_and_hears_when_it_is_lost() {
         }
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(
         notes(&db).await,
         [
@@ -146,7 +146,7 @@ async fn stop_now_leaves_running_jobs_to_their_leases() {
     })
     .await;
     let stopping = Instant::now();
-    worker.stop_now().await;
+    worker.stop_now().await.expect("the worker stops");
     assert!(stopping.elapsed() < Duration::from_secs(1), "stops at once");
     let job = db.job(id).await;
     assert_eq!((job.state.as_str(), job.attempts), ("running", 1));

@@ -143,7 +143,7 @@ async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
 
     release(&db, id, 2).await;
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 2);
     assert_eq!(
         job.errors.len(),

@@ -383,7 +383,7 @@ async fn a_worker_runs_its_relay_until_it_shuts_down() {
         pending(&db.pool).await == 0
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(publisher.published(), ids);
     write(&db.pool, "a", 5).await;
     assert_eq!(

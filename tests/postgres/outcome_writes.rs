@@ -87,7 +87,7 @@ async fn an_outcome_write_failing_with(sqlstate: &str) {
     assert_eq!(db.job(id).await.state, "running");
     end_outage(&db).await;
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1, "the outcome of the first run was written");
     assert!(job.errors.is_empty());
 }
@@ -173,7 +173,7 @@ async fn an_outcome_write_that_times_out_on_a_lock_is_retried() {
     assert_eq!(db.job(id).await.state, "running");
     holder.commit().await.unwrap();
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
 }
@@ -216,7 +216,7 @@ async fn a_full_outcome_queue_holds_executors_back() {
         let job = db.wait_for_state(*id, "done").await;
         assert_eq!(job.attempts, 1);
     }
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(db.count("SELECT count(*) FROM runs").await, 6);
 }
 
@@ -332,7 +332,8 @@ async fn a_stop_at_once_frees_executors_waiting_on_a_full_outcome_queue() {
     // never return, so a deadline far above any scheduling delay tells the two apart.
     tokio::time::timeout(Duration::from_secs(30), worker.stop_now())
         .await
-        .expect("stop_now returns while executors wait on the full outcome queue");
+        .expect("stop_now returns while executors wait on the full outcome queue")
+        .expect("the worker stops");
     end_outage(&db).await;
     assert_eq!(
         db.count("SELECT count(*) FROM jobs_queue WHERE state = 'running'")
@@ -377,7 +378,8 @@ async fn a_shutdown_waits_for_the_outcomes_of_a_full_queue() {
     tokio::time::timeout(Duration::from_secs(20), shutdown)
         .await
         .expect("the shutdown ends")
-        .unwrap();
+        .unwrap()
+        .expect("the worker stops");
     assert_eq!(db.count("SELECT count(*) FROM runs").await, 4);
     assert_eq!(
         db.count("SELECT count(*) FROM jobs_queue WHERE state = 'done' AND attempts = 1")

@@ -18,7 +18,7 @@ async fn a_committed_job_runs_once_when_all_is_healthy() {
         .id();
     let worker = db.start_worker(&["record_run"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
     let runs = db
@@ -33,7 +33,7 @@ async fn transient_failures_retry_then_succeed_keeping_each_error() {
     let id = flaky::enqueue(&db.pool, 2).await.unwrap().id();
     let worker = db.start_worker(&["flaky"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 3);
     let errors: Vec<(i32, &str, &str)> = job
         .errors
@@ -68,7 +68,7 @@ async fn a_transient_failure_schedules_the_retry_inside_the_backoff_window() {
         }
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     // run_at - time of failure must lie in the window of attempt 1: [15 s, 30 s].
     let delay: f64 = sqlx::query_scalar(
         "SELECT extract(epoch FROM run_at - (errors->0->>'at')::timestamptz)::float8 FROM jobs_queue WHERE id = $1",
@@ -92,7 +92,7 @@ async fn exhausted_attempts_go_dead_with_every_error_kept() {
     let id = always_failing::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["always_failing"]);
     let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 3);
     assert_eq!(job.errors.len(), 3);
     for (number, entry) in job.errors.iter().enumerate() {
@@ -118,7 +118,7 @@ async fn permanent_errors_go_dead_at_once_with_the_error_kept() {
     let worker = db.start_worker(&["bad_input", "charge_card"]);
     let job = db.wait_for_state(id, "dead").await;
     let declined = db.wait_for_state(declined, "dead").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "permanent");
@@ -138,7 +138,7 @@ async fn panics_are_caught_and_retried() {
     let id = panics_once::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["panics_once"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors[0].kind, "panic");
     assert!(
@@ -156,7 +156,7 @@ async fn a_run_past_its_timeout_is_abandoned_as_a_transient_failure() {
     let id = too_slow::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["too_slow"]);
     let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.errors[0].kind, "timeout");
     assert!(
         job.errors[0].error.contains("100ms"),
@@ -183,7 +183,7 @@ async fn an_undecodable_payload_goes_dead_naming_the_kind_and_the_decode_error()
     drop(conn);
     let worker = db.start_worker(&["record_run"]);
     let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors[0].kind, "undecodable");
     let message = &job.errors[0].error;
@@ -214,7 +214,7 @@ async fn a_worker_leaves_unknown_kinds_alone() {
         .id();
     let worker = db.start_worker(&["record_run"]);
     db.wait_for_state(known, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let job = db.job(unknown).await;
     assert_eq!((job.state.as_str(), job.attempts), ("ready", 0));
 }
@@ -225,7 +225,7 @@ async fn snooze_runs_again_later_without_using_an_attempt() {
     let id = snoozes_once::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["snoozes_once"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     // max_attempts is 1: the snooze did not use it up.
     assert_eq!(job.attempts, 1);
     assert_eq!(
@@ -241,7 +241,7 @@ async fn cancel_ends_the_job_with_its_reason() {
     let id = cancels::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["cancels"]);
     let job = db.wait_for_state(id, "cancelled").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.errors[0].kind, "cancelled");
     assert_eq!(job.errors[0].error, "order was refunded");
 }

@@ -52,7 +52,7 @@ async fn a_row_the_database_refuses_to_rescue_holds_back_no_other() {
     let later = orphan(&db, "later", 1).await;
     let job = db.wait_for_state(later, "done").await;
     assert_eq!(job.attempts, 2);
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let job = db.job(refused).await;
     assert_eq!(
         (job.state.as_str(), job.attempts),

@@ -62,7 +62,7 @@ async fn heartbeats_keep_the_lease_of_a_job_that_outlasts_it() {
     assert!(lease_expiry(&db, id).await.unwrap() > first_expiry);
     release(&db, id).await;
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
 }
@@ -90,7 +90,7 @@ async fn a_crashed_workers_job_is_rescued_and_run_again() {
     abandon(&db, id, 1).await;
     let worker = db.start_worker(&["record_run"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "lease_expired");
@@ -107,7 +107,7 @@ async fn a_job_that_keeps_killing_its_worker_ends_dead() {
     abandon(&db, id, 8).await;
     let worker = db.start_worker(&["record_run"]);
     let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.errors[0].kind, "lease_expired");
     assert_eq!(db.count("SELECT count(*) FROM runs").await, 0);
 }
@@ -130,7 +130,7 @@ async fn a_worker_that_lost_its_lease_cannot_complete_the_job() {
     .unwrap();
     release(&db, id).await;
     // Shutdown waits until the first worker has tried to record its outcome.
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let (state, token): (String, uuid::Uuid) =
         sqlx::query_as("SELECT state, lease_token FROM jobs_queue WHERE id = $1")
             .bind(id)
@@ -167,7 +167,7 @@ async fn the_worker_survives_its_connections_being_killed() {
         .unwrap()
         .id();
     db.wait_for_state(second, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

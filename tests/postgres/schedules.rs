@@ -106,8 +106,8 @@ async fn stop_for_five_ticks(
         db.count("SELECT count(*) FROM runs").await >= 2
     })
     .await;
-    first.shutdown().await;
-    second.shutdown().await;
+    first.shutdown().await.expect("the worker stops");
+    second.shutdown().await.expect("the worker stops");
     let stopped_at = database_now(&db.pool).await;
     let last_before: DateTime<Utc> =
         sqlx::query_scalar("SELECT max(run_at) FROM jobs_queue WHERE schedule IS NOT NULL")
@@ -125,7 +125,7 @@ async fn stop_for_five_ticks(
         !ticks_created_since(&db.pool, restarted_at).await.is_empty()
     })
     .await;
-    again.shutdown().await;
+    again.shutdown().await.expect("the worker stops");
     let created = ticks_created_since(&db.pool, restarted_at).await;
     let first_pass = created.iter().map(|(_, created)| *created).min().unwrap();
     let ticks: Vec<DateTime<Utc>> = created
@@ -210,7 +210,7 @@ async fn a_kind_limited_to_one_running_job_never_overlaps() {
     })
     .await;
     for worker in workers {
-        worker.shutdown().await;
+        worker.shutdown().await.expect("the worker stops");
     }
     let overlapping = db
         .count(
@@ -247,7 +247,7 @@ async fn a_schedule_whose_runs_keep_failing_is_reported_missing() {
         missing
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let violations = found.into_inner().unwrap();
     let [Violation::ScheduleMissing {
         schedule,
@@ -286,7 +286,7 @@ async fn a_succeeding_schedule_is_healthy_and_records_its_success() {
     })
     .await;
     let stats = admin::stats(&db.pool).await.unwrap();
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let thresholds = HealthThresholds {
         schedule_grace: Duration::from_millis(500),
         ..HealthThresholds::default()
@@ -352,7 +352,7 @@ async fn a_schedule_declared_in_the_attribute_runs() {
         db.count("SELECT count(*) FROM runs").await >= 2
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let runs = db
         .count(
             "SELECT count(*) FROM jobs_queue WHERE schedule = 'declared_tick' AND state = 'done'",
@@ -395,7 +395,7 @@ async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on()
         },
     )
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     // No tick was lost across the removal: the ticks enqueued are consecutive seconds, the
     // ones that came due while the row was missing included.
     let ticks: Vec<DateTime<Utc>> =
@@ -431,7 +431,7 @@ async fn removing_a_schedule_still_kept_up_with_needs_force() {
             .await,
         1
     );
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     // Once no worker keeps it up for two ticks, it goes without force.
     sqlx::query("UPDATE jobs_schedules SET last_tick_at = last_tick_at - interval '3 seconds'")
         .execute(&db.pool)

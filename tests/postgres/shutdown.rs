@@ -31,7 +31,7 @@ async fn shutdown_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
         }
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
 
     let finished = db.job(finishing).await;
     assert_eq!(finished.state, "done");

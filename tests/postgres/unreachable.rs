@@ -140,6 +140,41 @@ async fn a_worker_that_cannot_reach_the_database_says_why_and_stops_at_once() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_worker_that_never_reached_the_database_says_so_when_shut_down() {
+    logs();
+    let port = closed_port();
+    let pool = pool_to_nowhere(port);
+    let worker = Worker::builder(pool.clone())
+        .kinds(["record_run"])
+        .state(pool)
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    let needle = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + PROMPTLY;
+    while !logged_about(&needle).iter().any(|line| is_refused(line)) {
+        assert!(
+            Instant::now() < deadline,
+            "no \"connection refused\" about {needle}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The handle's answer is the run's answer: an application that started the worker and
+    // shut it down learns it never reached the database, and can exit non-zero.
+    let ended = tokio::time::timeout(PROMPTLY, worker.shutdown())
+        .await
+        .expect("the worker stops promptly during an outage");
+    match ended {
+        Err(error @ WorkerError::NeverReachedDatabase { .. }) => {
+            assert!(is_refused(&error.to_string()), "{error}");
+        }
+        other => panic!("expected NeverReachedDatabase, got {other:?}"),
+    }
+}
+
 /// A TCP proxy to PostgreSQL that can be cut: its port closed, every connection through it
 /// dropped.
 struct Proxy {
@@ -252,7 +287,7 @@ async fn a_worker_cut_off_from_the_database_says_why_at_once() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    worker.stop_now().await;
+    worker.stop_now().await.expect("the worker stops");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,5 +340,6 @@ async fn a_shutdown_during_an_outage_with_no_job_running_ends_at_once() {
     // Nothing runs, nothing can be claimed: the shutdown has nothing to wait for.
     tokio::time::timeout(PROMPTLY, worker.shutdown())
         .await
-        .expect("the shutdown ends promptly during an outage");
+        .expect("the shutdown ends promptly during an outage")
+        .expect("the worker reached the database before the outage");
 }

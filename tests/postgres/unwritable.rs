@@ -81,5 +81,6 @@ async fn an_unwritable_outcome_holds_back_neither_the_others_nor_shutdown() {
     assert_eq!(refused.errors[0].kind, "lease_expired");
     tokio::time::timeout(Duration::from_secs(10), worker.shutdown())
         .await
-        .expect("shutdown is not held by an unwritable outcome");
+        .expect("shutdown is not held by an unwritable outcome")
+        .expect("the worker stops");
 }

@@ -169,7 +169,7 @@ async fn a_worker_counts_runs_times_them_and_publishes_the_gauges() {
         recorded.gauge(names::DEAD, &failing) == Some(1.0)
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
 
     for outcome in OutcomeLabel::ALL {
         let expected = |wanted| u64::from(outcome == wanted);

@@ -102,7 +102,7 @@ pub async fn drain_ready(
             let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
             let worker = start_worker(pool, concurrency, completion)?;
             let drained = wait_until_drained(pool, runs, Duration::from_secs(600)).await?;
-            worker.shutdown().await;
+            worker.shutdown().await?;
             Ok(jobs as f64 / (drained - started).as_secs_f64())
         }
         Drainer::RawLoops { loops, batch } => {

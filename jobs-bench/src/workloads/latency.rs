@@ -66,7 +66,7 @@ async fn framework_pickups(
         .start();
     let enqueue = |seq| async move { latency_probe::enqueue(pool, seq).await.map(|_| ()) };
     let quantiles = pickups(&starts, options, enqueue).await;
-    worker.shutdown().await;
+    worker.shutdown().await?;
     quantiles
 }
 

@@ -73,7 +73,7 @@ impl Child {
         let runs = NOOP_RUNS.load(Ordering::Relaxed) + u64::try_from(ready)?;
         let worker = start_worker(&pool, CONCURRENCY, Completion::default())?;
         wait_until_drained(&pool, runs, Duration::from_secs(600)).await?;
-        worker.shutdown().await;
+        worker.shutdown().await?;
         let status = std::fs::read_to_string("/proc/self/status")?;
         let peak = status
             .lines()

@@ -76,7 +76,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             }
         }
     }
-    worker.shutdown().await;
+    worker.shutdown().await?;
 
     let held_from = held_from.unwrap_or(f64::MAX);
     let released_at = released_at.unwrap_or(f64::MAX);

@@ -143,7 +143,7 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
         format!("no dead jobs replayed\njob {first} is not dead: nothing to replay\n")
     );
     db.jobs(&["check"]).await.success();
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

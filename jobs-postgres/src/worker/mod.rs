@@ -515,25 +515,32 @@ impl WorkerHandle {
     }
 
     /// Shuts down gracefully and waits until every job is settled.
-    pub async fn shutdown(self) {
+    ///
+    /// An error when the worker stopped before the database ever accepted a connection
+    /// ([`WorkerError::NeverReachedDatabase`], with the cause), as [`WorkerHandle::wait`].
+    pub async fn shutdown(self) -> Result<(), WorkerError> {
         self.request_shutdown();
-        self.wait().await;
+        self.wait().await
     }
 
     /// Stops at once, what a second ctrl-c does: running jobs are dropped where they stand
     /// (their tasks aborted), no outcome, hand-back or heartbeat is written any more, and the
     /// jobs still running come back when their leases expire (any worker's rescue makes them
-    /// ready, the attempt counted). Returns once the worker's tasks have stopped.
-    pub async fn stop_now(self) {
+    /// ready, the attempt counted). Returns once the worker's tasks have stopped, with the same
+    /// answer as [`WorkerHandle::wait`].
+    pub async fn stop_now(self) -> Result<(), WorkerError> {
         self.request_shutdown();
         self.stop_now.send_replace(true);
-        self.wait().await;
+        self.wait().await
     }
 
-    /// Waits until the worker has stopped. A worker stopped before it ever reached the
-    /// database has logged so; [`Worker::run_until`] returns it as an error.
-    pub async fn wait(self) {
-        let _ = supervisor_end(self.supervisor.await);
+    /// Waits until the worker has stopped.
+    ///
+    /// An error when it stopped before the database ever accepted a connection
+    /// ([`WorkerError::NeverReachedDatabase`], with the cause): return it from `main` so that
+    /// the process exits non-zero.
+    pub async fn wait(self) -> Result<(), WorkerError> {
+        supervisor_end(self.supervisor.await)
     }
 }
 
