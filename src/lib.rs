@@ -60,7 +60,8 @@ pub use jobs_postgres::worker::{check_connection, shutdown_signal, Signal, Stopp
 pub use jobs_postgres::{
     enqueue_job, enqueue_jobs, is_processed, mark_processed, migrate, EnqueueBuilder, EnqueueError,
     Enqueued, JobContextExt, JobTransaction, MigrateError, MigrationReport, PgConnection, PgPool,
-    ProcessedKey, TransactionError, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle,
+    ProcessedKey, ProcessedKeyError, TransactionError, Worker, WorkerBuilder, WorkerConfig,
+    WorkerError, WorkerHandle,
 };
 
 /// Operating the queue: health numbers and alert thresholds, dead letters (list, show, replay,

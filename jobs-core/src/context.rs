@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::kind::BoxFuture;
@@ -55,6 +57,7 @@ pub struct JobContext {
     max_attempts: u32,
     dedupe_key: Option<String>,
     lease: Duration,
+    enqueued_at: Option<DateTime<Utc>>,
     shutdown: watch::Receiver<bool>,
     lease_control: Option<Arc<dyn LeaseControl>>,
     lease_lost: Option<watch::Receiver<bool>>,
@@ -82,11 +85,19 @@ impl JobContext {
             max_attempts,
             dedupe_key,
             lease,
+            enqueued_at: None,
             shutdown,
             lease_control: None,
             lease_lost: None,
             backend: None,
         }
+    }
+
+    /// Records when the job was enqueued (its row's creation time), which makes
+    /// [`idempotency_key`](Self::idempotency_key) unique beyond one database. Called by backends.
+    pub fn with_enqueued_at(mut self, enqueued_at: DateTime<Utc>) -> Self {
+        self.enqueued_at = Some(enqueued_at);
+        self
     }
 
     /// Links the context to the worker's lease on this run: `control` renews it on demand, and
@@ -208,11 +219,30 @@ impl JobContext {
     }
 
     /// A key that is the same on every attempt of this job, for external providers'
-    /// idempotency headers: derived from the dedupe key when there is one, else from the id.
+    /// idempotency headers (`Idempotency-Key`, a message id).
+    ///
+    /// - With a dedupe key: `kind:key:<dedupe key>`, the same for every job holding that key.
+    ///   A key longer than the 255 bytes providers accept, or with characters outside printable
+    ///   ASCII, is replaced by its digest: `kind:key-sha256:<64 hex digits>`.
+    /// - Without: `kind:job:<id>:<microseconds since 1970 when enqueued>`. The enqueue time
+    ///   keeps the key unique beyond one database: ids repeat after a restore to an earlier
+    ///   point, an identity reset, or in another database sending to the same provider.
+    ///
+    /// Always printable ASCII, at most 255 bytes (kind names are at most 128). The two forms
+    /// never meet, so a job without a dedupe key never shares a key with one that has one.
     pub fn idempotency_key(&self) -> String {
-        match &self.dedupe_key {
-            Some(key) => format!("{}:{}", self.kind, key),
-            None => format!("{}:job-{}", self.kind, self.id),
+        match (&self.dedupe_key, self.enqueued_at) {
+            (Some(key), _) if key.len() <= KEY_ROOM && is_header_safe(key) => {
+                format!("{}:key:{key}", self.kind)
+            }
+            (Some(key), _) => format!("{}:key-sha256:{}", self.kind, sha256_hex(key)),
+            (None, Some(enqueued_at)) => format!(
+                "{}:job:{}:{}",
+                self.kind,
+                self.id,
+                enqueued_at.timestamp_micros()
+            ),
+            (None, None) => format!("{}:job:{}", self.kind, self.id),
         }
     }
 
@@ -227,6 +257,23 @@ impl JobContext {
         // An error means the worker is gone, which is a shutdown too.
         let _ = shutdown.wait_for(|requested| *requested).await;
     }
+}
+
+/// The longest dedupe key [`JobContext::idempotency_key`] writes as it is: 255 bytes less the
+/// longest kind name (128) and the `:key:` between them.
+const KEY_ROOM: usize = 255 - crate::name::MAX_NAME_LEN - ":key:".len();
+
+/// Whether `text` is printable ASCII, which every header and provider accepts.
+fn is_header_safe(text: &str) -> bool {
+    text.bytes().all(|byte| (0x20..=0x7e).contains(&byte))
+}
+
+/// The SHA-256 of `text`, in lowercase hex.
+fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -249,7 +296,72 @@ mod tests {
             Duration::ZERO,
             rx,
         );
-        assert_eq!(keyed.idempotency_key(), "pay:o:1");
+        assert_eq!(keyed.idempotency_key(), "pay:key:o:1");
+    }
+
+    fn context(id: JobId, dedupe_key: Option<&str>) -> JobContext {
+        let (_tx, rx) = watch::channel(false);
+        JobContext::new(
+            id,
+            "pay",
+            "q".into(),
+            1,
+            8,
+            dedupe_key.map(str::to_owned),
+            Duration::ZERO,
+            rx,
+        )
+    }
+
+    #[test]
+    fn the_idempotency_key_of_a_job_without_dedupe_key_names_its_enqueue_time() {
+        let enqueued_at = DateTime::from_timestamp_micros(1_764_555_361_123_456).unwrap();
+        let restored = DateTime::from_timestamp_micros(1_764_555_999_000_001).unwrap();
+        let original = context(7, None).with_enqueued_at(enqueued_at);
+        assert_eq!(original.idempotency_key(), "pay:job:7:1764555361123456");
+        // Id 7 issued again (a restore, an identity reset, another database): another key.
+        let reissued = context(7, None).with_enqueued_at(restored);
+        assert_ne!(original.idempotency_key(), reissued.idempotency_key());
+    }
+
+    #[test]
+    fn the_two_forms_of_idempotency_key_never_meet() {
+        let enqueued_at = DateTime::from_timestamp_micros(5).unwrap();
+        let by_id = context(7, None).with_enqueued_at(enqueued_at);
+        let keyed_like_an_id = context(8, Some("job:7:5"));
+        assert_ne!(by_id.idempotency_key(), keyed_like_an_id.idempotency_key());
+    }
+
+    #[test]
+    fn long_or_unprintable_dedupe_keys_become_a_digest_within_255_bytes() {
+        let longest_kind: &'static str = "k".repeat(crate::name::MAX_NAME_LEN).leak();
+        let (_tx, rx) = watch::channel(false);
+        let fits = "x".repeat(KEY_ROOM);
+        let at_room = JobContext::new(
+            1,
+            longest_kind,
+            "q".into(),
+            1,
+            8,
+            Some(fits.clone()),
+            Duration::ZERO,
+            rx,
+        );
+        assert_eq!(at_room.idempotency_key().len(), 255);
+        assert!(at_room.idempotency_key().ends_with(&fits));
+        let long = context(1, Some(&"x".repeat(KEY_ROOM + 1)));
+        let unprintable = context(1, Some("line\nbreak"));
+        let accented = context(1, Some("caf\u{e9}"));
+        for ctx in [long, unprintable, accented] {
+            let key = ctx.idempotency_key();
+            assert!(key.starts_with("pay:key-sha256:"), "{key}");
+            assert_eq!(key.len(), "pay:key-sha256:".len() + 64);
+            assert!(is_header_safe(&key));
+        }
+        assert_ne!(
+            context(1, Some("line\nbreak")).idempotency_key(),
+            context(1, Some("line\rbreak")).idempotency_key()
+        );
     }
 
     #[derive(Debug)]

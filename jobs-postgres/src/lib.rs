@@ -27,7 +27,7 @@ pub use enqueue::{
     Enqueued,
 };
 pub use migrate::{migrate, MigrateError, MigrationReport};
-pub use processed::{is_processed, mark_processed, ProcessedKey};
+pub use processed::{is_processed, mark_processed, ProcessedKey, ProcessedKeyError};
 pub use sqlx::{PgConnection, PgPool};
 pub use transaction::{JobContextExt, JobTransaction, TransactionError};
 pub use worker::{Signal, Stopped, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};

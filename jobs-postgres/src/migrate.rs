@@ -76,6 +76,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claims_and_gauges",
         sql: include_str!("../migrations/0008_claims_and_gauges.sql"),
     },
+    Migration {
+        version: 9,
+        name: "processed_key_digest",
+        sql: include_str!("../migrations/0009_processed_key_digest.sql"),
+    },
 ];
 
 /// Why the schema could not be brought up to date.

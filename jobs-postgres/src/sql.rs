@@ -204,7 +204,7 @@ SET state = 'running',
 FROM claimable
 WHERE j.id = claimable.id
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
-          j.dedupe_key, j.lease_token, j.priority, j.run_at,
+          j.dedupe_key, j.lease_token, j.priority, j.run_at, j.created_at,
           extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
         )
     };
@@ -879,19 +879,24 @@ SELECT (SELECT count(*) FROM jobs_queue
 /// already recorded and unexpired; returns a row only when this statement recorded it. A key
 /// recorded by a transaction still open makes this statement wait for that transaction: it then
 /// counts as recorded if that transaction committed, and is recorded here if it rolled back.
+/// Keys are told apart by their digest (the table's primary key), as dedupe keys are.
 pub const MARK_PROCESSED: &str = "
 INSERT INTO jobs_processed_keys AS k (key, expires_at)
 VALUES ($1, now() + make_interval(secs => $2))
-ON CONFLICT (key) DO UPDATE
+ON CONFLICT (key_digest) DO UPDATE
     SET processed_at = now(), expires_at = EXCLUDED.expires_at
     WHERE k.expires_at IS NOT NULL AND k.expires_at <= now()
 RETURNING true";
 
 /// Whether processed key `$1` is recorded and unexpired.
-pub const IS_PROCESSED: &str = "
+pub const IS_PROCESSED: &str = concat!(
+    "
 SELECT EXISTS (
     SELECT 1 FROM jobs_processed_keys
-    WHERE key = $1 AND (expires_at IS NULL OR expires_at > now()))";
+    WHERE key_digest = ",
+    dedupe_digest!("$1::text"),
+    " AND (expires_at IS NULL OR expires_at > now()))"
+);
 
 /// Deletes up to `$1` expired processed keys, if this statement gets the retention lock `$2`.
 /// Returns whether the lock was had, and how many keys were deleted.
@@ -901,8 +906,8 @@ WITH retention_lock AS (
 ), deleted AS (
     DELETE FROM jobs_processed_keys
     WHERE (SELECT held FROM retention_lock)
-      AND key IN (
-        SELECT key FROM jobs_processed_keys
+      AND key_digest IN (
+        SELECT key_digest FROM jobs_processed_keys
         WHERE expires_at <= now()
         ORDER BY expires_at
         LIMIT $1)

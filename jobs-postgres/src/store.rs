@@ -33,6 +33,8 @@ pub struct ClaimedJob {
     pub priority: i16,
     /// When it became due.
     pub run_at: DateTime<Utc>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
     /// Seconds the job had been due (since its `run_at`) when claimed, by the database's clock:
     /// its pickup latency.
     pub waited_secs: f64,

@@ -4,12 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobs::postgres::{mark_processed, JobContextExt, ProcessedKey, TransactionError};
+use jobs::postgres::{
+    is_processed, mark_processed, JobContextExt, ProcessedKey, ProcessedKeyError, TransactionError,
+};
 use jobs::{job, JobContext, JobError, JobResult, State, Worker};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-use crate::support::{fast_config, wait_until, Db};
+use jobs::postgres::sql;
+
+use crate::support::{fast_config, plan_nodes, scans_of, wait_until, Db};
 
 async fn create_tables(db: &Db) {
     for statement in [
@@ -167,7 +171,7 @@ async fn effects_and_completion_commit_in_one_transaction() {
     let id = record_receipt::enqueue(&db.pool, 1042).await.unwrap().id();
     let worker = db.start_worker(&["record_receipt"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 1);
     // The same transaction id wrote the receipt and the job's final row version.
     let (receipt_xmin, job_xmin): (String, String) = sqlx::query_as(
@@ -192,7 +196,7 @@ async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
     let id = receipt_fails_once::enqueue(&db.pool, 7).await.unwrap().id();
     let worker = db.start_worker(&["receipt_fails_once"]);
     let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.0.len(), 1);
     assert_eq!(job.errors.0[0].error, "the provider hung up");
@@ -235,7 +239,7 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
         db.count("SELECT count(*) FROM notes").await == 1
     })
     .await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(
         notes(&db).await,
         [format!("{:?}", Err::<(), _>(TransactionError::LeaseLost))]
@@ -263,7 +267,7 @@ async fn a_processed_key_makes_the_second_job_skip_its_effect() {
     let worker = db.start_worker(&["refund"]);
     db.wait_for_state(first, "done").await;
     db.wait_for_state(second, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(db.count("SELECT count(*) FROM refunds").await, 1);
     let mut seen = notes(&db).await;
     seen.sort();
@@ -285,7 +289,7 @@ async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
     let worker = db.start_worker(&["forgets_to_complete", "rolls_back_on_purpose"]);
     let dead = db.wait_for_state(forgot, "dead").await;
     db.wait_for_state(on_purpose, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     assert_eq!(dead.attempts, 1, "a bug is not retried");
     assert_eq!(dead.errors.0[0].kind, "permanent");
     assert!(
@@ -307,7 +311,7 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     let worker = db.start_worker(&["charge", "keyed_charge"]);
     db.wait_for_state(plain, "done").await;
     db.wait_for_state(keyed, "done").await;
-    worker.shutdown().await;
+    worker.shutdown().await.expect("the worker stops");
     let keys_of = |id: i64| {
         let pool = db.pool.clone();
         async move {
@@ -320,11 +324,20 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
             .unwrap()
         }
     };
-    let plain_key = format!("charge:job-{plain}");
+    // The row's enqueue time, in microseconds: the same job id in another database (or after
+    // a restore) has another.
+    let enqueued_micros: i64 = sqlx::query_scalar(
+        "SELECT (extract(epoch FROM created_at) * 1000000)::bigint FROM jobs_queue WHERE id = $1",
+    )
+    .bind(plain)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let plain_key = format!("charge:job:{plain}:{enqueued_micros}");
     assert_eq!(keys_of(plain).await, [plain_key.as_str(); 3]);
     assert_eq!(
         keys_of(keyed).await,
-        ["keyed_charge:charge:3", "keyed_charge:charge:3"]
+        ["keyed_charge:key:charge:3", "keyed_charge:key:charge:3"]
     );
 }
 
@@ -368,6 +381,66 @@ async fn a_key_marked_by_an_open_transaction_waits_for_its_outcome() {
         }
         assert_eq!(second.await.unwrap(), second_sees);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_any_length_are_recorded_and_told_apart() {
+    let db = Db::new().await;
+    let mut connection = db.pool.acquire().await.unwrap();
+    // Past the ~2.7 kB a btree entry can hold: keys come from URLs and free text.
+    let long = format!("sent:{}", "https://example.com/".repeat(500));
+    let longer_by_one = format!("{long}x");
+    for key in [&long, &longer_by_one] {
+        assert!(mark_processed(&mut connection, key, None)
+            .await
+            .unwrap()
+            .is_new());
+    }
+    assert_eq!(
+        mark_processed(&mut connection, &long, None).await.unwrap(),
+        ProcessedKey::AlreadyProcessed
+    );
+    assert!(is_processed(&mut connection, &longer_by_one).await.unwrap());
+    assert!(!is_processed(&mut connection, &format!("{long}y"))
+        .await
+        .unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_the_database_cannot_store_is_refused_and_the_callers_work_survives() {
+    let db = Db::new().await;
+    create_tables(&db).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO refunds (order_id) VALUES (7)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let refused = mark_processed(&mut tx, "refund:\0:7", None).await;
+    assert!(
+        matches!(refused, Err(ProcessedKeyError::KeyHoldsNul { at: 7 })),
+        "{refused:?}"
+    );
+    let refused = is_processed(&mut tx, "refund:\0:7").await;
+    assert!(
+        matches!(refused, Err(ProcessedKeyError::KeyHoldsNul { at: 7 })),
+        "{refused:?}"
+    );
+    let refused = mark_processed(&mut tx, "refund:7", Some(Duration::MAX)).await;
+    assert!(
+        matches!(refused, Err(ProcessedKeyError::ExpiryOutOfRange { .. })),
+        "{refused:?}"
+    );
+    // The transaction was never aborted: the next key and the caller's row commit.
+    assert!(mark_processed(&mut tx, "refund:7", None)
+        .await
+        .unwrap()
+        .is_new());
+    tx.commit().await.unwrap();
+    assert_eq!(db.count("SELECT count(*) FROM refunds").await, 1);
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_processed_keys").await,
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,4 +497,94 @@ async fn a_context_without_a_worker_has_no_transaction() {
         ctx.transaction().await,
         Err(TransactionError::NoWorker)
     ));
+}
+
+/// The plan of `statement` with `key` (and, when given, `second` as `$2`), printed.
+async fn processed_key_plan(
+    db: &Db,
+    what: &str,
+    statement: &str,
+    key: &str,
+    second: Option<f64>,
+) -> Vec<serde_json::Value> {
+    let mut tx = db.pool.begin().await.unwrap();
+    let query = format!("EXPLAIN (ANALYZE, FORMAT JSON) {statement}");
+    let mut explain = sqlx::query_scalar::<_, serde_json::Value>(&query).bind(key);
+    if let Some(second) = second {
+        explain = explain.bind(second);
+    }
+    let plan = explain.fetch_one(&mut *tx).await.unwrap();
+    tx.rollback().await.unwrap();
+    println!(
+        "{what} on 1,000,000 processed keys:\n{}",
+        serde_json::to_string_pretty(&plan).unwrap()
+    );
+    plan_nodes(&plan)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processed_keys_are_found_by_digest_among_a_million() {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_processed_keys (key, expires_at)
+         SELECT 'refund:' || n, CASE WHEN n % 2 = 0 THEN now() - interval '1 hour' END
+         FROM generate_series(1, 1000000) AS n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE jobs_processed_keys")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let by_digest = |nodes: &[serde_json::Value]| {
+        let scans = scans_of(nodes, "jobs_processed_keys");
+        assert!(
+            scans.iter().all(|(node, _)| node != "Seq Scan"),
+            "no sequential scan: {scans:?}"
+        );
+        scans
+    };
+    let scans = by_digest(
+        &processed_key_plan(&db, "is_processed", sql::IS_PROCESSED, "refund:7", None).await,
+    );
+    assert_eq!(
+        scans,
+        [(
+            "Index Scan".to_string(),
+            "jobs_processed_keys_pkey".to_string()
+        )]
+    );
+    let nodes = processed_key_plan(
+        &db,
+        "mark_processed",
+        sql::MARK_PROCESSED,
+        "refund:8",
+        Some(60.0),
+    )
+    .await;
+    by_digest(&nodes);
+    assert!(
+        nodes
+            .iter()
+            .any(|node| node["Conflict Arbiter Indexes"][0] == "jobs_processed_keys_pkey"),
+        "the insert's conflicts are found through the digest key"
+    );
+    // Retention: the oldest expired keys through the expiry index, then deleted by digest.
+    let mut tx = db.pool.begin().await.unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(&format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
+        sql::PRUNE_PROCESSED_KEYS
+    ))
+    .bind(1000_i64)
+    .bind(1_i64)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    println!(
+        "retention of processed keys on 1,000,000 keys:\n{}",
+        serde_json::to_string_pretty(&plan).unwrap()
+    );
+    by_digest(&plan_nodes(&plan));
 }

@@ -43,7 +43,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (5, "outbox".to_string()),
             (6, "dedupe_digest".to_string()),
             (7, "outbox_ids_topics".to_string()),
-            (8, "claims_and_gauges".to_string())
+            (8, "claims_and_gauges".to_string()),
+            (9, "processed_key_digest".to_string())
         ]
     );
     let sqlx_history: Option<String> =
@@ -168,7 +169,7 @@ async fn a_runtime_role_with_dml_only_migrates_nothing_and_runs_jobs() {
                 }
             })
             .await;
-            worker.shutdown().await;
+            worker.shutdown().await.expect("the worker stops");
         }
     })
     .await;

@@ -133,6 +133,7 @@ async fn run(
         lease,
         shared.shutdown_requested.subscribe(),
     )
+    .with_enqueued_at(job.created_at)
     .with_lease(
         Arc::new(JobLease {
             shared: Arc::downgrade(shared),
