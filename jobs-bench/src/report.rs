@@ -29,8 +29,22 @@ impl Report {
         let synchronous_commit: String = sqlx::query_scalar("SHOW synchronous_commit")
             .fetch_one(&fresh.pool)
             .await?;
+        // Production servers vacuum on their own; a CI server may not, which flatters nothing
+        // and slows a long run: say which this run had.
+        let autovacuum: String = sqlx::query_scalar("SHOW autovacuum")
+            .fetch_one(&fresh.pool)
+            .await?;
+        if autovacuum != "on" {
+            eprintln!(
+                "warning: autovacuum is {autovacuum} on this server; production servers run with it on: \
+                 ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf(); then measure again"
+            );
+        }
         let settings = vec![
-            ("PostgreSQL".into(), format!("{version} (synchronous_commit = {synchronous_commit})")),
+            (
+                "PostgreSQL".into(),
+                format!("{version} (synchronous_commit = {synchronous_commit}, autovacuum = {autovacuum})"),
+            ),
             ("runs per workload".into(), format!("{} (ratio: median [min, max])", options.runs)),
             (
                 "enqueue, 1 per tx".into(),
