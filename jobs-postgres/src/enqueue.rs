@@ -5,13 +5,12 @@
 //! refuse comes back as [`EnqueueError::Encode`] and leaves the caller's transaction usable.
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use jobs_core::{EncodeError, JobId, JobKind, NewJob, RunAt};
-use sqlx::types::Json;
+use jobs_core::{EncodeError, JobId, JobKind, NewJob};
 use sqlx::{PgConnection, PgPool};
 
-use crate::sql;
+use crate::store::enqueue as store;
 
 /// What enqueueing one job did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,54 +133,16 @@ impl EnqueueBuilder {
     }
 }
 
-/// When the job becomes ready, as the `(epoch seconds, delay seconds)` pair the SQL takes.
-fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
-    match run_at {
-        RunAt::Now => (None, 0.0),
-        RunAt::After(delay) => (None, delay.as_secs_f64()),
-        RunAt::At(when) => {
-            let epoch = match when.duration_since(UNIX_EPOCH) {
-                Ok(since) => since.as_secs_f64(),
-                Err(before) => -before.duration().as_secs_f64(),
-            };
-            (Some(epoch), 0.0)
-        }
-    }
-}
-
-/// The job's `max_attempts` as the column's integer. Every path calls [`NewJob::check`] first,
-/// which refuses a count the column cannot hold: nothing is ever stored lowered.
-fn max_attempts_param(job: &NewJob) -> i32 {
-    i32::try_from(job.max_attempts).expect("NewJob::check refuses max_attempts beyond i32")
-}
-
 /// Writes one job on `conn`. A dedupe conflict returns [`Enqueued::Duplicate`] without error and
 /// without aborting the caller's transaction. A job refused by [`NewJob::check`] returns
 /// [`EnqueueError::Encode`] before anything is sent.
 pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, EnqueueError> {
     job.check()?;
-    let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
-    let statement = match job.dedupe_key {
-        Some(_) => sql::INSERT_DEDUPED_JOB,
-        None => sql::INSERT_JOB,
-    };
-    let inserted: Option<JobId> = sqlx::query_scalar(statement)
-        .bind(job.kind)
-        .bind(&job.queue)
-        .bind(Json(&job.payload))
-        .bind(job.priority)
-        .bind(max_attempts_param(job))
-        .bind(run_at_epoch)
-        .bind(delay_secs)
-        .bind(job.dedupe_key.as_deref())
-        .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
-        .fetch_optional(&mut *conn)
-        .await?;
-    if let Some(id) = inserted {
+    if let Some(id) = store::insert_job(conn, job).await? {
         return Ok(Enqueued::New(id));
     }
     let key = job.dedupe_key.clone().unwrap_or_default();
-    let holders = find_dedupe_holders(conn, &[(job.kind, key.clone())]).await?;
+    let holders = store::find_dedupe_holders(conn, &[(job.kind, key.clone())]).await?;
     match holders.get(&(job.kind.to_string(), key.clone())) {
         Some(id) => Ok(Enqueued::Duplicate(*id)),
         None => Err(EnqueueError::DedupeRace {
@@ -205,49 +166,18 @@ pub async fn enqueue_jobs(
     match jobs {
         [] => Ok(Vec::new()),
         [first, rest @ ..]
-            if first.dedupe_key.is_none() && rest.iter().all(|job| same_shape(first, job)) =>
+            if first.dedupe_key.is_none()
+                && rest.iter().all(|job| store::same_shape(first, job)) =>
         {
-            insert_uniform_jobs(conn, first, jobs).await
+            let mut ids = store::insert_uniform_jobs(conn, first, jobs).await?;
+            if ids.len() != jobs.len() {
+                return Err(fewer_rows_than_jobs());
+            }
+            ids.sort_unstable();
+            Ok(ids.into_iter().map(Enqueued::New).collect())
         }
         _ => insert_jobs(conn, jobs).await,
     }
-}
-
-/// Whether `job` differs from `first` in its payload alone, so that both can be written by
-/// [`sql::INSERT_UNIFORM_JOBS`].
-fn same_shape(first: &NewJob, job: &NewJob) -> bool {
-    job.kind == first.kind
-        && job.queue == first.queue
-        && job.priority == first.priority
-        && job.max_attempts == first.max_attempts
-        && job.run_at == first.run_at
-        && job.dedupe_key.is_none()
-}
-
-/// Writes jobs shaped like `shape` (see [`same_shape`]), sending the shared values once.
-async fn insert_uniform_jobs(
-    conn: &mut PgConnection,
-    shape: &NewJob,
-    jobs: &[NewJob],
-) -> Result<Vec<Enqueued>, EnqueueError> {
-    let (run_at_epoch, delay_secs) = run_at_params(shape.run_at);
-    let payloads: Vec<Json<&serde_json::Value>> =
-        jobs.iter().map(|job| Json(&job.payload)).collect();
-    let mut ids: Vec<JobId> = sqlx::query_scalar(sql::INSERT_UNIFORM_JOBS)
-        .bind(shape.kind)
-        .bind(&shape.queue)
-        .bind(shape.priority)
-        .bind(max_attempts_param(shape))
-        .bind(run_at_epoch)
-        .bind(delay_secs)
-        .bind(&payloads)
-        .fetch_all(&mut *conn)
-        .await?;
-    if ids.len() != jobs.len() {
-        return Err(fewer_rows_than_jobs());
-    }
-    ids.sort_unstable();
-    Ok(ids.into_iter().map(Enqueued::New).collect())
 }
 
 /// Writes jobs of any shape, with or without dedupe keys, one array per column.
@@ -255,44 +185,7 @@ async fn insert_jobs(
     conn: &mut PgConnection,
     jobs: &[NewJob],
 ) -> Result<Vec<Enqueued>, EnqueueError> {
-    let mut kinds = Vec::with_capacity(jobs.len());
-    let mut queues = Vec::with_capacity(jobs.len());
-    let mut payloads = Vec::with_capacity(jobs.len());
-    let mut priorities = Vec::with_capacity(jobs.len());
-    let mut max_attempts = Vec::with_capacity(jobs.len());
-    let mut run_at_epochs = Vec::with_capacity(jobs.len());
-    let mut delays = Vec::with_capacity(jobs.len());
-    let mut dedupe_keys = Vec::with_capacity(jobs.len());
-    let mut dedupe_scopes = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
-        kinds.push(job.kind);
-        queues.push(job.queue.as_str());
-        payloads.push(Json(&job.payload));
-        priorities.push(job.priority);
-        max_attempts.push(max_attempts_param(job));
-        run_at_epochs.push(run_at_epoch);
-        delays.push(delay_secs);
-        dedupe_keys.push(job.dedupe_key.as_deref());
-        dedupe_scopes.push(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()));
-    }
-    let statement = if dedupe_keys.iter().any(Option::is_some) {
-        sql::INSERT_DEDUPED_JOBS
-    } else {
-        sql::INSERT_JOBS
-    };
-    let mut inserted: Vec<(JobId, String, Option<String>)> = sqlx::query_as(statement)
-        .bind(&kinds)
-        .bind(&queues)
-        .bind(&payloads)
-        .bind(&priorities)
-        .bind(&max_attempts)
-        .bind(&run_at_epochs)
-        .bind(&delays)
-        .bind(&dedupe_keys)
-        .bind(&dedupe_scopes)
-        .fetch_all(&mut *conn)
-        .await?;
+    let mut inserted = store::insert_jobs(conn, jobs).await?;
     inserted.sort_unstable_by_key(|(id, _, _)| *id);
 
     // Rows without a key were all inserted, with ids growing in input order; rows with a key
@@ -330,7 +223,7 @@ async fn insert_jobs(
             .iter()
             .map(|(_, kind, key)| (*kind, key.clone()))
             .collect();
-        let holders = find_dedupe_holders(conn, &wanted).await?;
+        let holders = store::find_dedupe_holders(conn, &wanted).await?;
         for (position, kind, key) in pending_keys {
             let id = *holders
                 .get(&(kind.to_string(), key.clone()))
@@ -347,23 +240,6 @@ fn fewer_rows_than_jobs() -> EnqueueError {
     EnqueueError::Database(sqlx::Error::Protocol(
         "bulk insert returned fewer rows than jobs without dedupe keys".into(),
     ))
-}
-
-async fn find_dedupe_holders(
-    conn: &mut PgConnection,
-    wanted: &[(&'static str, String)],
-) -> Result<HashMap<(String, String), JobId>, sqlx::Error> {
-    let kinds: Vec<&str> = wanted.iter().map(|(kind, _)| *kind).collect();
-    let keys: Vec<&str> = wanted.iter().map(|(_, key)| key.as_str()).collect();
-    let rows: Vec<(JobId, String, String)> = sqlx::query_as(sql::FIND_DEDUPE_HOLDERS)
-        .bind(&kinds)
-        .bind(&keys)
-        .fetch_all(&mut *conn)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, kind, key)| ((kind, key), id))
-        .collect())
 }
 
 /// Encodes and writes many jobs of kind `K` on `conn`; used by generated `enqueue_many_in`.

@@ -1,11 +1,11 @@
 //! The PostgreSQL backend of `jobs`: embedded migrations, enqueue in the caller's transaction,
 //! and a `FOR UPDATE SKIP LOCKED` worker with leases, heartbeats, rescue and graceful shutdown.
 //!
-//! Applications use it through the `jobs` crate. All SQL lives in [`sql`]; [`store`] is the
-//! worker's only way to the database; [`admin`] is the operator's (health numbers, dead letters,
-//! retention), which the `jobs` command-line tool wraps; [`metrics`] names every metric the
-//! worker records; [`outbox`] writes events for other systems in the caller's transaction and
-//! relays them to a broker.
+//! Applications use it through the `jobs` crate. Every statement lives in the crate's private
+//! store, beside the function that binds it, and nothing else runs SQL; [`admin`] is the
+//! operator's way in (health numbers, dead letters, retention), which the `jobs` command-line
+//! tool wraps; [`metrics`] names every metric the worker records; [`outbox`] writes events for
+//! other systems in the caller's transaction and relays them to a broker.
 
 #![warn(missing_docs)]
 
@@ -14,9 +14,9 @@ pub mod enqueue;
 pub mod metrics;
 pub mod migrate;
 pub mod outbox;
+mod periodic;
 pub mod processed;
-pub mod sql;
-pub mod store;
+mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod transaction;
@@ -31,3 +31,31 @@ pub use processed::{is_processed, mark_processed, ProcessedKey, ProcessedKeyErro
 pub use sqlx::{PgConnection, PgPool};
 pub use transaction::{JobContextExt, JobTransaction, TransactionError};
 pub use worker::{Signal, Stopped, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};
+
+/// The raw statements and claim primitives, for this workspace's own plan tests and benchmarks.
+/// Not part of the API: anything here may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    /// Statements, as the store runs them.
+    pub mod sql {
+        pub use crate::store::claims::{
+            CLAIM_JOBS, CLAIM_JOBS_AFTER, CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER,
+            LOCK_LIMITED_KIND,
+        };
+        pub use crate::store::dead::REPLAY_DEAD;
+        pub use crate::store::enqueue::FIND_DEDUPE_HOLDERS;
+        pub use crate::store::outbox::CLAIM_OUTBOX;
+        pub use crate::store::outcomes::{HEARTBEAT, RECORD_OUTCOMES};
+        pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
+        pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};
+        pub use crate::store::retention::{PRUNE_PROCESSED_KEYS, RETENTION_LOCK_KEY};
+        pub use crate::store::stats::QUEUE_STATS;
+        pub use crate::store::NOTIFY_CHANNEL;
+    }
+
+    /// The claim and outcome primitives the worker runs.
+    pub mod store {
+        pub use crate::store::claims::{claim, ClaimPlace, ClaimedJob};
+        pub use crate::store::outcomes::{record_outcomes, Fenced, Outcome};
+    }
+}

@@ -10,9 +10,9 @@
 //! privilege (see the README's least-privilege recipe) may call [`migrate`] at start-up.
 
 use sha2::{Digest, Sha256};
-use sqlx::{Executor, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 
-use crate::sql;
+use crate::store::migrations::{self, AppliedMigration};
 
 /// One embedded migration.
 #[derive(Debug, Clone, Copy)]
@@ -130,9 +130,8 @@ pub struct MigrationReport {
     pub applied: Vec<i32>,
 }
 
-/// One row of the history: version, name and checksum (NULL when applied by a version that did
-/// not record checksums).
-type Applied = (i32, String, Option<String>);
+/// One row of the history.
+type Applied = AppliedMigration;
 
 /// What the history says about the embedded migrations.
 #[derive(Debug, PartialEq, Eq)]
@@ -155,19 +154,7 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
     }
     drop(conn);
     let mut tx = pool.begin().await?;
-    sqlx::query(sql::LOCK_MIGRATIONS)
-        .bind(sql::MIGRATION_LOCK_KEY)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(sql::CREATE_MIGRATIONS_TABLE)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(sql::ADD_MIGRATION_CHECKSUMS)
-        .execute(&mut *tx)
-        .await?;
-    let applied: Vec<Applied> = sqlx::query_as(sql::APPLIED_MIGRATIONS)
-        .fetch_all(&mut *tx)
-        .await?;
+    let applied = migrations::lock_history(&mut tx).await?;
     check_history(&applied)?;
     let mut report = MigrationReport::default();
     for migration in MIGRATIONS {
@@ -177,21 +164,18 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
         {
             Some((_, _, Some(_))) => continue,
             Some((_, _, None)) => {
-                sqlx::query(sql::RECORD_MIGRATION_CHECKSUM)
-                    .bind(migration.version)
-                    .bind(migration.checksum())
-                    .execute(&mut *tx)
+                migrations::record_checksum(&mut tx, migration.version, &migration.checksum())
                     .await?;
             }
             None => {
-                // A plain string runs through the simple protocol, which allows many statements.
-                tx.execute(migration.sql).await?;
-                sqlx::query(sql::RECORD_MIGRATION)
-                    .bind(migration.version)
-                    .bind(migration.name)
-                    .bind(migration.checksum())
-                    .execute(&mut *tx)
-                    .await?;
+                migrations::apply(
+                    &mut tx,
+                    migration.version,
+                    migration.name,
+                    migration.sql,
+                    &migration.checksum(),
+                )
+                .await?;
                 report.applied.push(migration.version);
             }
         }
@@ -205,15 +189,9 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
 
 /// Reads the history without writing or locking anything, and checks it.
 async fn read_status(conn: &mut PgConnection) -> Result<Status, MigrateError> {
-    let exists: bool = sqlx::query_scalar(sql::MIGRATIONS_TABLE_EXISTS)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !exists {
+    let Some(applied) = migrations::read_history(conn).await? else {
         return Ok(Status::Behind);
-    }
-    let applied: Vec<Applied> = sqlx::query_as(sql::APPLIED_MIGRATIONS)
-        .fetch_all(&mut *conn)
-        .await?;
+    };
     check_history(&applied)?;
     let complete = MIGRATIONS.iter().all(|migration| {
         applied

@@ -29,7 +29,7 @@ use std::time::Duration;
 use jobs_core::{ClassifyError, ErrorClass, ErrorClassifier};
 use sqlx::PgConnection;
 
-use crate::sql;
+use crate::store::processed as store;
 
 /// The latest expiry a processed key can have: the end of the year 9999 (UTC), as for a job's
 /// ready time.
@@ -127,14 +127,10 @@ pub async fn mark_processed(
 ) -> Result<ProcessedKey, ProcessedKeyError> {
     check_key(key)?;
     check_keep_for(keep_for)?;
-    let recorded: Option<bool> = sqlx::query_scalar(sql::MARK_PROCESSED)
-        .bind(key)
-        .bind(keep_for.map(|keep_for| keep_for.as_secs_f64()))
-        .fetch_optional(conn)
-        .await?;
-    Ok(match recorded {
-        Some(_) => ProcessedKey::New,
-        None => ProcessedKey::AlreadyProcessed,
+    Ok(if store::mark(conn, key, keep_for).await? {
+        ProcessedKey::New
+    } else {
+        ProcessedKey::AlreadyProcessed
     })
 }
 
@@ -143,10 +139,7 @@ pub async fn mark_processed(
 /// [`mark_processed`]. A key with U+0000 is refused before the database is asked.
 pub async fn is_processed(conn: &mut PgConnection, key: &str) -> Result<bool, ProcessedKeyError> {
     check_key(key)?;
-    Ok(sqlx::query_scalar(sql::IS_PROCESSED)
-        .bind(key)
-        .fetch_one(conn)
-        .await?)
+    Ok(store::is_recorded(conn, key).await?)
 }
 
 #[cfg(test)]

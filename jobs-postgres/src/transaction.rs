@@ -40,7 +40,7 @@ use jobs_core::{JobContext, JobId};
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
-use crate::sql;
+use crate::store::outcomes::{self, Fenced};
 use crate::worker::running::Renewal;
 use crate::worker::Shared;
 
@@ -116,13 +116,11 @@ impl JobTransaction {
         let shared = self.run.shared()?;
         // From here a heartbeat that misses the job most likely raced this completion.
         shared.running.outcome_pending(self.run.id, self.run.token);
-        let completed: Option<JobId> = sqlx::query_scalar(sql::COMPLETE_IN_TRANSACTION)
-            .bind(self.run.id)
-            .bind(self.run.token)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(TransactionError::Database)?;
-        if completed.is_none() {
+        let completed =
+            outcomes::complete_in_transaction(&mut transaction, self.run.id, self.run.token)
+                .await
+                .map_err(TransactionError::Database)?;
+        if completed == Fenced::LeaseLost {
             let _ = transaction.rollback().await;
             shared.running.mark_lost(self.run.id, self.run.token);
             tracing::warn!(

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use jobs::admin::{Retention, RetentionConfig};
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 use jobs::{Worker, WorkerConfig, WorkerError};
 
 use crate::rows::JobRows;

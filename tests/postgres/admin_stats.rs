@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use jobs::admin::{self, Counts};
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 
 use crate::rows::JobRows;
 use crate::support::{plan_nodes, scans_of, Db};

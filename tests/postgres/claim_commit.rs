@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use jobs::postgres::sql;
-use jobs::postgres::store;
+use jobs::postgres::__private::sql;
+use jobs::postgres::__private::store;
 use sqlx::{Connection, PgConnection};
 
 use crate::support::Db;

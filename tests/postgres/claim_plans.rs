@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 
 use crate::support::{plan_nodes, Db};
 

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jobs::postgres::sql;
-use jobs::postgres::store::{self, ClaimPlace, Outcome};
+use jobs::postgres::__private::sql;
+use jobs::postgres::__private::store::{self, ClaimPlace, Outcome};
 use jobs::{Decision, Worker};
 use sqlx::Connection;
 

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 use jobs::Enqueued;
 
 use crate::support::{plan_nodes, scans_of, Db};

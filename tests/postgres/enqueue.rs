@@ -108,7 +108,7 @@ async fn listen(db: &Db) -> sqlx::postgres::PgListener {
         .await
         .unwrap();
     listener
-        .listen(jobs::postgres::sql::NOTIFY_CHANNEL)
+        .listen(jobs::postgres::__private::sql::NOTIFY_CHANNEL)
         .await
         .unwrap();
     listener

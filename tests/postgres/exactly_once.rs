@@ -11,7 +11,7 @@ use jobs::{job, JobContext, JobError, JobResult, State, Worker};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 
 use crate::support::{fast_config, plan_nodes, scans_of, wait_until, Db};
 

@@ -413,7 +413,7 @@ async fn the_relay_claim_never_walks_published_rows() {
         .unwrap();
     let explain = format!(
         "EXPLAIN (FORMAT JSON) {}",
-        jobs::postgres::sql::CLAIM_OUTBOX
+        jobs::postgres::__private::sql::CLAIM_OUTBOX
     );
     let plan: serde_json::Value = sqlx::query_scalar(&explain)
         .bind(100_i64)

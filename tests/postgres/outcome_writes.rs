@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 use jobs::postgres::worker::Completion;
 use jobs::WorkerConfig;
 

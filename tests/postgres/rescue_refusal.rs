@@ -1,7 +1,7 @@
 //! One expired lease the database refuses to rescue holds back no other: the rescue falls back
 //! to one row at a time and sets the refused row aside.
 
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 
 use crate::support::{plan_nodes, scans_of, Db};
 use crate::test_jobs::record_run;

@@ -183,7 +183,7 @@ async fn a_kind_with_its_own_lease_is_claimed_for_that_long() {
         .id();
     // Claim both as a worker would, then read the leases they got.
     let leases = [Duration::from_secs(1), Duration::from_secs(30)];
-    let claimed = jobs::postgres::store::claim(
+    let claimed = jobs::postgres::__private::store::claim(
         &db.pool,
         "default",
         &["short_lease", "record_run"],

@@ -1,7 +1,7 @@
 //! Migrations, and the plan of the claim query.
 
 use crate::support::{plan_nodes, scans_of, Db};
-use jobs::postgres::sql;
+use jobs::postgres::__private::sql;
 use jobs::postgres::testing::TestDatabase;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

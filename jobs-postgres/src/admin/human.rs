@@ -18,22 +18,12 @@ pub struct HumanDuration(pub Duration);
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.as_secs();
-        if secs == 0 {
-            return write!(f, "{}ms", self.0.as_millis());
-        }
-        let parts = [
-            (secs / 86_400, "d"),
-            (secs % 86_400 / 3_600, "h"),
-            (secs % 3_600 / 60, "m"),
-            (secs % 60, "s"),
-        ];
-        for (amount, unit) in parts {
-            if amount > 0 {
-                write!(f, "{amount}{unit}")?;
-            }
-        }
-        Ok(())
+        // Whole seconds from one second up; below, whole milliseconds.
+        let shown = match self.0.as_secs() {
+            0 => Duration::from_millis(u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)),
+            secs => Duration::from_secs(secs),
+        };
+        f.write_str(&jobs_core::format_duration(shown))
     }
 }
 

@@ -45,5 +45,5 @@ pub use human::HumanDuration;
 pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use schedules::{preview_schedule_removal, remove_schedule, Removal, ScheduleRemoval};
-pub(crate) use stats::{from_rows as stats_from_rows, StatsRow};
+pub(crate) use stats::from_rows as stats_from_rows;
 pub use stats::{stats, Counts, KindStats, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};

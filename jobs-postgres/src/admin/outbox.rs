@@ -2,13 +2,12 @@
 
 use std::time::Duration;
 
-use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 
 use super::stats::seconds;
 use super::AdminError;
 use crate::outbox::OutboxId;
-use crate::sql;
+use crate::store::outbox as store;
 
 /// Parked rows replayed per statement.
 pub const BATCH_SIZE: usize = 1_000;
@@ -32,17 +31,6 @@ pub struct ParkedRow {
     pub parked_for: Duration,
 }
 
-#[derive(FromRow)]
-struct ParkedRecord {
-    id: OutboxId,
-    topic: String,
-    payload: Json<serde_json::Value>,
-    attempts: i32,
-    last_error: Option<String>,
-    age_secs: f64,
-    parked_for_secs: f64,
-}
-
 /// Up to `limit` parked rows (of `topic`, or of any) with an id above `after`, by id; pass the
 /// last id seen as `after` to page.
 pub async fn list_parked(
@@ -51,12 +39,7 @@ pub async fn list_parked(
     after: OutboxId,
     limit: usize,
 ) -> Result<Vec<ParkedRow>, AdminError> {
-    let records: Vec<ParkedRecord> = sqlx::query_as(sql::LIST_PARKED)
-        .bind(after)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(topic)
-        .fetch_all(pool)
-        .await?;
+    let records = store::list_parked(pool, topic, after, limit).await?;
     Ok(records
         .into_iter()
         .map(|record| ParkedRow {
@@ -84,12 +67,7 @@ pub async fn replay_parked(
     let mut replayed = Vec::new();
     let mut after: OutboxId = 0;
     loop {
-        let mut batch: Vec<OutboxId> = sqlx::query_scalar(sql::REPLAY_PARKED)
-            .bind(ids)
-            .bind(after)
-            .bind(i64::try_from(BATCH_SIZE).unwrap_or(i64::MAX))
-            .fetch_all(pool)
-            .await?;
+        let mut batch = store::replay_parked(pool, ids, after, BATCH_SIZE).await?;
         batch.sort_unstable();
         let full = batch.len() == BATCH_SIZE;
         if let Some(last) = batch.last() {
@@ -112,12 +90,7 @@ pub async fn preview_replay_parked(
     let mut parked = Vec::new();
     let mut after: OutboxId = 0;
     loop {
-        let batch: Vec<OutboxId> = sqlx::query_scalar(sql::PREVIEW_REPLAY_PARKED)
-            .bind(ids)
-            .bind(after)
-            .bind(i64::try_from(BATCH_SIZE).unwrap_or(i64::MAX))
-            .fetch_all(pool)
-            .await?;
+        let batch = store::preview_replay_parked(pool, ids, after, BATCH_SIZE).await?;
         let full = batch.len() == BATCH_SIZE;
         if let Some(last) = batch.last() {
             after = *last;

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 
 use super::AdminError;
-use crate::sql;
+use crate::store::retention as store;
 use crate::worker::ConfigError;
 
 /// What retention keeps and how it deletes the rest. Every field has a documented default.
@@ -78,27 +78,6 @@ impl RetentionReport {
     }
 }
 
-#[derive(FromRow)]
-struct PruneRow {
-    locked: bool,
-    done: i64,
-    cancelled: i64,
-}
-
-#[derive(FromRow)]
-struct PruneKeysRow {
-    locked: bool,
-    deleted: i64,
-}
-
-#[derive(FromRow)]
-struct PrunableRow {
-    done: i64,
-    cancelled: i64,
-    processed_keys: i64,
-    outbox: i64,
-}
-
 /// The retention service: see the [module](self) docs.
 #[derive(Debug, Clone)]
 pub struct Retention {
@@ -123,10 +102,7 @@ impl Retention {
     /// expired processed keys and the outbox rows published more than `max_age` ago, counted.
     /// `locked_elsewhere` and `more` are always `false`.
     pub async fn preview(&self) -> Result<RetentionReport, AdminError> {
-        let counts: PrunableRow = sqlx::query_as(sql::COUNT_PRUNABLE)
-            .bind(self.config.max_age.as_secs_f64())
-            .fetch_one(&self.pool)
-            .await?;
+        let counts = store::count_prunable(&self.pool, self.config.max_age).await?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(RetentionReport {
             done: count(counts.done),
@@ -147,29 +123,16 @@ impl Retention {
     /// deletes at a time and none waits for another.
     pub async fn run_once(&self) -> Result<RetentionReport, AdminError> {
         let limit = i64::try_from(self.config.batch_size).unwrap_or(i64::MAX);
-        let jobs: PruneRow = sqlx::query_as(sql::PRUNE_FINISHED)
-            .bind(self.config.max_age.as_secs_f64())
-            .bind(limit)
-            .bind(sql::RETENTION_LOCK_KEY)
-            .fetch_one(&self.pool)
-            .await?;
+        let max_age = self.config.max_age;
+        let jobs = store::prune_finished(&self.pool, max_age, limit).await?;
         if !jobs.locked {
             return Ok(RetentionReport {
                 locked_elsewhere: true,
                 ..RetentionReport::default()
             });
         }
-        let keys: PruneKeysRow = sqlx::query_as(sql::PRUNE_PROCESSED_KEYS)
-            .bind(limit)
-            .bind(sql::RETENTION_LOCK_KEY)
-            .fetch_one(&self.pool)
-            .await?;
-        let outbox: PruneKeysRow = sqlx::query_as(sql::PRUNE_PUBLISHED_OUTBOX)
-            .bind(self.config.max_age.as_secs_f64())
-            .bind(limit)
-            .bind(sql::RETENTION_LOCK_KEY)
-            .fetch_one(&self.pool)
-            .await?;
+        let keys = store::prune_processed_keys(&self.pool, limit).await?;
+        let outbox = store::prune_published_outbox(&self.pool, max_age, limit).await?;
         let report = RetentionReport {
             locked_elsewhere: !keys.locked || !outbox.locked,
             done: u64::try_from(jobs.done).unwrap_or(0),

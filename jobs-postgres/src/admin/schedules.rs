@@ -5,7 +5,7 @@ use jobs_core::Schedule;
 use sqlx::PgPool;
 
 use super::AdminError;
-use crate::sql;
+use crate::store::schedules as store;
 
 /// Whether [`remove_schedule`] removes a schedule that a worker seems to run still.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,10 +50,7 @@ pub async fn remove_schedule(
     let mut transaction = pool.begin().await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     if decision == ScheduleRemoval::Removed {
-        sqlx::query(sql::REMOVE_SCHEDULE)
-            .bind(name)
-            .execute(&mut *transaction)
-            .await?;
+        store::remove_schedule(&mut transaction, name).await?;
         transaction.commit().await?;
     }
     Ok(decision)
@@ -78,11 +75,7 @@ async fn decide_removal(
     name: &str,
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
-    let row: Option<(String, String, DateTime<Utc>, DateTime<Utc>)> =
-        sqlx::query_as(sql::LOCK_SCHEDULE_FOR_REMOVAL)
-            .bind(name)
-            .fetch_optional(&mut *transaction)
-            .await?;
+    let row = store::lock_schedule_for_removal(transaction, name).await?;
     let Some((kind, description, last_tick, now)) = row else {
         return Ok(ScheduleRemoval::NotFound);
     };

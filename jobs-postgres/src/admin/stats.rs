@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jobs_core::{Schedule, ScheduleError};
-use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
+
+use sqlx::PgPool;
 
 use super::AdminError;
-use crate::sql;
+use crate::store::stats::{self as store, StatsRow};
 
 /// The jobs of one queue and kind (or of several, summed), by state.
 ///
@@ -146,19 +146,6 @@ impl ScheduleStats {
     }
 }
 
-/// One schedule in the `schedules` column of [`sql::QUEUE_STATS`].
-#[derive(serde::Deserialize)]
-struct ScheduleRow {
-    name: String,
-    kind: String,
-    queue: String,
-    description: String,
-    missed: String,
-    created_at: f64,
-    last_tick_at: f64,
-    last_success_at: Option<f64>,
-}
-
 impl Stats {
     /// All kinds of all queues, summed.
     pub fn total(&self) -> Counts {
@@ -182,29 +169,6 @@ impl Stats {
     }
 }
 
-/// One row of [`sql::QUEUE_STATS`] (or of [`sql::SHARED_QUEUE_STATS`]).
-#[derive(FromRow)]
-pub(crate) struct StatsRow {
-    estimated: bool,
-    analyzed_secs_ago: Option<f64>,
-    now_epoch: f64,
-    schedules: Json<Vec<ScheduleRow>>,
-    outbox_unpublished: i64,
-    outbox_oldest_unpublished_secs: Option<f64>,
-    outbox_parked: i64,
-    queue: Option<String>,
-    kind: Option<String>,
-    ready: Option<i64>,
-    scheduled: Option<i64>,
-    running: Option<i64>,
-    expired_leases: Option<i64>,
-    dead: Option<i64>,
-    done: Option<i64>,
-    cancelled: Option<i64>,
-    oldest_ready_secs: Option<f64>,
-    longest_expired_lease_secs: Option<f64>,
-}
-
 /// The health numbers of every queue and kind, of the schedules and of the outbox, in one
 /// statement and one round trip.
 ///
@@ -212,11 +176,10 @@ pub(crate) struct StatsRow {
 /// live states are counted through their partial indexes, and done and cancelled are estimated
 /// from the planner's statistics instead of counted (see [`Stats::estimated`]).
 pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
-    let rows: Vec<StatsRow> = sqlx::query_as(sql::QUEUE_STATS).fetch_all(pool).await?;
-    Ok(from_rows(rows))
+    Ok(from_rows(store::queue_stats(pool).await?))
 }
 
-/// The health numbers that the rows of [`sql::QUEUE_STATS`] hold.
+/// The health numbers that the rows of the stats statement hold.
 pub(crate) fn from_rows(rows: Vec<StatsRow>) -> Stats {
     let mut stats = Stats::default();
     for (position, row) in rows.into_iter().enumerate() {

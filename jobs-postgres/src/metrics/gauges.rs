@@ -4,14 +4,14 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use ::metrics::{gauge, Label};
-use sqlx::{FromRow, PgPool, Row};
+use sqlx::PgPool;
 
 use super::{
     labels, DEAD, EXPIRED_LEASES, LONGEST_EXPIRED_LEASE_SECONDS, OLDEST_READY_AGE_SECONDS, READY,
     RUNNING, SCHEDULED,
 };
-use crate::admin::{self, AdminError, Counts, Stats, StatsRow};
-use crate::sql;
+use crate::admin::{self, AdminError, Counts, Stats};
+use crate::store::stats as store;
 
 /// Publishes the health numbers of [`admin::stats`] as gauges, one series per queue and kind.
 ///
@@ -53,19 +53,7 @@ impl Gauges {
         pool: &PgPool,
         interval: Duration,
     ) -> Result<GaugesPass, AdminError> {
-        let rows = sqlx::query(sql::SHARED_QUEUE_STATS)
-            .bind(interval.as_secs_f64())
-            .bind(sql::GAUGES_LOCK_KEY)
-            .fetch_all(pool)
-            .await?;
-        let counted = match rows.first() {
-            Some(row) => row.try_get("counted")?,
-            None => false,
-        };
-        let rows = rows
-            .iter()
-            .map(StatsRow::from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let (rows, counted) = store::shared_queue_stats(pool, interval).await?;
         let stats = admin::stats_from_rows(rows);
         self.publish(&stats);
         Ok(GaugesPass { stats, counted })

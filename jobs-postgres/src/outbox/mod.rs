@@ -28,17 +28,17 @@
 //! [`admin::check`]: crate::admin::check
 //! [`admin::outbox`]: crate::admin::outbox
 
+mod broker;
 mod config;
-mod publish;
-mod publisher;
 mod relay;
 mod topic;
+mod write;
 
+pub use broker::{OutboxMessage, PublishError, Publisher, Retry};
 pub use config::RelayConfig;
 /// The retry policy of [`RelayConfig::retry`], shared with jobs.
 pub use jobs_core::RetryPolicy;
-pub use publish::{publish_event_in, publish_in, Event, OutboxError, OutboxId};
-pub use publisher::{OutboxMessage, PublishError, Publisher, Retry};
 pub(crate) use relay::RelayTask;
 pub use relay::{Relay, RelayError, RelayReport};
 pub use topic::{validate_topic, TopicError, MAX_TOPIC_BYTES};
+pub use write::{publish_event_in, publish_in, Event, OutboxError, OutboxId};

@@ -3,16 +3,17 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 use tokio::sync::watch;
 
-use super::{OutboxId, OutboxMessage, PublishError, Publisher, RelayConfig, Retry};
+use super::{OutboxMessage, PublishError, Publisher, RelayConfig, Retry};
 use crate::metrics;
-use crate::sql;
+use crate::periodic::{run_periodically, OnStop, PeriodicService};
+use crate::store::outbox::{self as store, OutboxOutcomes as Outcomes};
 use crate::worker::backoff::ReconnectBackoff;
 use crate::worker::{storable_text, ConfigError};
 
@@ -42,47 +43,6 @@ pub struct RelayReport {
     pub held_back: usize,
     /// The whole batch was claimed and dealt with: more rows may be waiting, run again at once.
     pub more: bool,
-}
-
-/// One row of [`sql::CLAIM_OUTBOX`].
-#[derive(FromRow)]
-struct ClaimedRow {
-    id: OutboxId,
-    message_id: uuid::Uuid,
-    topic: String,
-    payload: String,
-    attempts: i32,
-    created_epoch: f64,
-    held_back: bool,
-}
-
-/// The outcomes of a batch, as the arrays [`sql::RECORD_OUTBOX_OUTCOMES`] takes.
-#[derive(Default)]
-struct Outcomes {
-    ids: Vec<OutboxId>,
-    states: Vec<&'static str>,
-    delays: Vec<f64>,
-    errors: Vec<Option<String>>,
-    new_message_ids: Vec<bool>,
-}
-
-impl Outcomes {
-    fn push(&mut self, id: OutboxId, state: &'static str, delay: Duration, error: Option<String>) {
-        self.ids.push(id);
-        self.states.push(state);
-        self.delays.push(delay.as_secs_f64());
-        self.errors.push(error);
-        self.new_message_ids.push(false);
-    }
-
-    /// Parks a row whose message id the broker holds for another message, drawing it a new id
-    /// so that a replay is not dropped again.
-    fn park_under_new_id(&mut self, id: OutboxId, error: Option<String>) {
-        self.push(id, "parked", Duration::ZERO, error);
-        if let Some(new_message_id) = self.new_message_ids.last_mut() {
-            *new_message_id = true;
-        }
-    }
 }
 
 /// Publishes outbox rows to a broker through a [`Publisher`], in batches.
@@ -148,10 +108,7 @@ impl<P: Publisher> Relay<P> {
     pub async fn run_once(&self) -> Result<RelayReport, RelayError> {
         let batch_size = self.config.batch_size;
         let mut transaction = self.pool.begin().await?;
-        let rows: Vec<ClaimedRow> = sqlx::query_as(sql::CLAIM_OUTBOX)
-            .bind(i64::try_from(batch_size).unwrap_or(i64::MAX))
-            .fetch_all(&mut *transaction)
-            .await?;
+        let rows = store::claim_outbox(&mut transaction, batch_size).await?;
         let mut report = RelayReport {
             claimed: rows.len(),
             ..RelayReport::default()
@@ -189,16 +146,7 @@ impl<P: Publisher> Relay<P> {
                 }
             }
         }
-        if !outcomes.ids.is_empty() {
-            sqlx::query_scalar::<_, i64>(sql::RECORD_OUTBOX_OUTCOMES)
-                .bind(&outcomes.ids)
-                .bind(&outcomes.states)
-                .bind(&outcomes.delays)
-                .bind(&outcomes.errors)
-                .bind(&outcomes.new_message_ids)
-                .fetch_one(&mut *transaction)
-                .await?;
-        }
+        store::record_outbox_outcomes(&mut transaction, &outcomes).await?;
         transaction.commit().await?;
         report.more =
             report.claimed == batch_size && report.published + report.parked == batch_size;
@@ -259,30 +207,12 @@ impl<P: Publisher> Relay<P> {
     /// [`RelayConfig::poll_interval`] otherwise, after a growing delay while the database cannot
     /// be reached. The batch in flight when `shutdown` resolves is finished first.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
-        let mut shutdown = pin!(shutdown);
-        let mut backoff = ReconnectBackoff::new(self.config.max_reconnect_delay);
-        loop {
-            let pause = match self.run_once().await {
-                Ok(report) => {
-                    backoff.reset();
-                    if report.more {
-                        Duration::ZERO
-                    } else {
-                        self.config.poll_interval
-                    }
-                }
-                Err(error) => {
-                    let delay = backoff.next_delay();
-                    tracing::warn!(%error, retry_in = ?delay, "outbox relay: will retry");
-                    delay
-                }
-            };
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return,
-                () = tokio::time::sleep(pause) => {}
-            }
-        }
+        let backoff = ReconnectBackoff::new(self.config.max_reconnect_delay);
+        let relaying = Relaying {
+            relay: self,
+            backoff,
+        };
+        run_periodically(relaying, Duration::ZERO, OnStop::FinishPass, shutdown).await;
     }
 
     /// The relay as a task a worker runs until its stop signal turns true.
@@ -306,4 +236,30 @@ fn instant(epoch: f64) -> DateTime<Utc> {
     #[allow(clippy::cast_possible_truncation)]
     let micros = (epoch * 1_000_000.0).round() as i64;
     DateTime::from_timestamp_micros(micros).unwrap_or_default()
+}
+
+/// A relay running batch after batch, with the backoff of its failures to reach the database.
+struct Relaying<P> {
+    relay: Relay<P>,
+    backoff: ReconnectBackoff,
+}
+
+impl<P: Publisher> PeriodicService for Relaying<P> {
+    async fn run_pass(&mut self) -> Duration {
+        match self.relay.run_once().await {
+            Ok(report) => {
+                self.backoff.reset();
+                if report.more {
+                    Duration::ZERO
+                } else {
+                    self.relay.config.poll_interval
+                }
+            }
+            Err(error) => {
+                let delay = self.backoff.next_delay();
+                tracing::warn!(%error, retry_in = ?delay, "outbox relay: will retry");
+                delay
+            }
+        }
+    }
 }

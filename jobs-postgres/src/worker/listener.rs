@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 
 use super::backoff::ReconnectBackoff;
 use super::{reach, Shared};
-use crate::sql::NOTIFY_CHANNEL;
+use crate::store::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any
 /// reconnection every queue is woken, since notifications sent meanwhile are lost.

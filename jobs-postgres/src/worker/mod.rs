@@ -2,15 +2,16 @@
 //! them with per-queue concurrency and records their outcomes, renewing leases while they run
 //! and rescuing expired ones; wakes on NOTIFY with polling as a fallback; shuts down gracefully.
 //!
-//! Pieces, one concern each: [`producer`] (claim loop of one queue), [`executor`] (one run),
-//! [`completer`] (outcomes written in batches), [`maintenance`] (heartbeat and rescue),
-//! [`pruner`] (retention of finished jobs and published outbox rows), [`gauges`] (the health
-//! numbers as gauges), [`Relay`](crate::outbox::Relay)s of the outbox attached with
-//! [`WorkerBuilder::relay`],
-//! [`listener`] (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own
-//! lease), [`refusal`] (errors worth retrying, and row-by-row fallback), [`signal`]
-//! (SIGINT/SIGTERM for binaries), [`reach`] (the first connection, and the cause behind a pool
-//! timeout), [`config`] (settings).
+//! Pieces, one concern each: [`plan`] (which producers claim what, decided before anything
+//! starts), [`tasks`] (starting them), [`shutdown`] (the graceful stop), [`producer`] (claim
+//! loop of one queue), [`executor`] (one run), [`completer`] (outcomes written in batches), the
+//! periodic services [`heartbeat`], [`rescuer`], [`retention`] and [`gauge_publisher`] (each on
+//! [`run_periodically`](crate::periodic::run_periodically)), [`Relay`](crate::outbox::Relay)s of
+//! the outbox attached with [`WorkerBuilder::relay`], [`scheduler`] (cron), [`listener`]
+//! (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own lease),
+//! [`refusal`] (errors worth retrying, and row-by-row fallback), [`signal`] (SIGINT/SIGTERM for
+//! binaries), [`reach`] (the first connection, and the cause behind a pool timeout), [`config`]
+//! (settings).
 //!
 //! Starting: nothing runs before the database accepts a connection. Until then the worker
 //! retries, having logged the cause (say "Connection refused") at the first failure; a stop
@@ -26,19 +27,23 @@ pub(crate) mod backoff;
 mod completer;
 pub mod config;
 mod executor;
-mod gauges;
+mod gauge_publisher;
+mod heartbeat;
 mod lease;
 mod listener;
-mod maintenance;
+mod plan;
 mod producer;
-mod pruner;
 mod reach;
 mod refusal;
+mod rescuer;
+mod retention;
 pub(crate) mod running;
 mod scheduler;
+mod shutdown;
 mod signal;
+mod tasks;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -46,15 +51,15 @@ use std::time::Duration;
 
 use jobs_core::{JobRegistration, Registry, RegistryError, Schedule, StateMap};
 use sqlx::PgPool;
-use tokio::sync::{mpsc, watch, Notify};
-use tokio::task::{AbortHandle, JoinHandle};
-use tokio_util::task::TaskTracker;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 pub use config::{Completion, ConfigError, WorkerConfig};
 pub(crate) use executor::storable_text;
-use producer::{Claim, QueuePlan};
+use plan::KindToRun;
 pub use reach::check_connection;
 use running::RunningJobs;
+use tasks::Tasks;
 
 use crate::metrics::WorkerMetrics;
 use crate::outbox::{Publisher, Relay, RelayTask};
@@ -142,6 +147,15 @@ impl Shared {
             .unwrap_or(self.config.lease)
     }
 
+    /// Resolves when the worker's tasks must stop (its `stopped` signal turns true, or the
+    /// worker is gone).
+    pub(crate) fn stop_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stopped = self.stopped.subscribe();
+        async move {
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+        }
+    }
+
     /// How often the heartbeat runs: the shortest heartbeat among the worker's kinds.
     pub(crate) fn heartbeat_every(&self) -> std::time::Duration {
         self.registry
@@ -159,7 +173,7 @@ pub(crate) struct Shared {
     pub(crate) config: WorkerConfig,
     pub(crate) running: RunningJobs,
     /// Jobs the database refused to rescue, left out of this worker's rescues for a while.
-    pub(crate) rescue_set_aside: maintenance::SetAside,
+    pub(crate) rescue_set_aside: rescuer::SetAside,
     /// The per-job metrics of the kinds and queues this worker runs.
     pub(crate) metrics: WorkerMetrics,
     /// Where executors hand their outcomes, in batched completion: a bounded queue (see
@@ -476,7 +490,7 @@ impl Worker {
             states: self.states,
             config: self.config,
             running: RunningJobs::default(),
-            rescue_set_aside: maintenance::SetAside::default(),
+            rescue_set_aside: rescuer::SetAside::default(),
             metrics,
             completer,
             shutdown_requested: watch::Sender::new(false),
@@ -576,162 +590,26 @@ async fn supervise(
         tracing::error!(%error, "worker stopped");
         return Err(error);
     }
-    let (drain, drained) = watch::channel(false);
-    let completer = outcomes.map(|(outcomes, max_batch)| {
-        tokio::spawn(completer::complete(
-            Arc::clone(&shared),
-            outcomes,
-            drained,
-            max_batch,
-        ))
-    });
-    // Kinds with a limit on their running jobs are claimed apart, one producer each, so that
-    // the lock their claims take never slows the claims of the other kinds.
-    let (limited, kinds): (Vec<&JobRegistration>, Vec<&JobRegistration>) = shared
+    let kinds: Vec<KindToRun> = shared
         .registry
         .iter()
-        .partition(|registration| registration.options.max_running.is_some());
-    let kinds: Vec<&'static str> = kinds.iter().map(|registration| registration.name).collect();
-    let leases: Vec<std::time::Duration> = kinds.iter().map(|kind| shared.lease_of(kind)).collect();
-    let executors = TaskTracker::new();
-    let mut wakers: HashMap<String, Vec<Arc<Notify>>> = HashMap::new();
-    let mut plans = Vec::new();
-    let queue_names: Vec<String> = queues.keys().cloned().collect();
-    if !kinds.is_empty() {
-        for (queue, concurrency) in queues {
-            let wake = Arc::new(Notify::new());
-            wakers
-                .entry(queue.clone())
-                .or_default()
-                .push(Arc::clone(&wake));
-            plans.push(QueuePlan {
-                name: queue.clone(),
-                claim: Claim::Queue {
-                    queue,
-                    kinds: kinds.clone(),
-                    leases: leases.clone(),
-                },
-                concurrency,
-                wake,
-            });
-        }
-    }
-    for registration in limited {
-        let max_running = registration.options.max_running.unwrap_or(1);
-        let wake = Arc::new(Notify::new());
-        for queue in &queue_names {
-            wakers
-                .entry(queue.clone())
-                .or_default()
-                .push(Arc::clone(&wake));
-        }
-        plans.push(QueuePlan {
-            name: format!("{} (at most {max_running} running)", registration.name),
-            claim: Claim::Limited {
-                kind: registration.name,
-                queues: queue_names.clone(),
-                max_running,
-                lease: shared.lease_of(registration.name),
-            },
-            concurrency: usize::try_from(max_running).unwrap_or(usize::MAX),
-            wake,
-        });
-    }
-    let mut services = Vec::new();
-    for plan in plans {
-        services.push(tokio::spawn(producer::produce(
-            Arc::clone(&shared),
-            plan,
-            executors.clone(),
-        )));
-    }
-    if !schedules.is_empty() {
-        services.push(tokio::spawn(scheduler::schedule(
-            Arc::clone(&shared),
-            schedules,
-        )));
-    }
-    for relay in relays {
-        services.push(tokio::spawn(relay(shared.shutdown_requested.subscribe())));
-    }
-    if shared.config.listen {
-        services.push(tokio::spawn(listener::listen(Arc::clone(&shared), wakers)));
-    }
-    let heartbeat = tokio::spawn(maintenance::heartbeat(Arc::clone(&shared)));
-    let rescuer = tokio::spawn(maintenance::rescuer(Arc::clone(&shared)));
-    let pruner = tokio::spawn(pruner::pruner(Arc::clone(&shared)));
-    let gauges = tokio::spawn(gauges::publisher(Arc::clone(&shared)));
-    tracing::info!(kinds = ?kinds, "worker started");
-
-    // Everything to abort on a stop at once; executors stop by themselves.
-    let service_tasks: Vec<AbortHandle> = services.iter().map(JoinHandle::abort_handle).collect();
-    let mut tasks = service_tasks.clone();
-    tasks.extend([
-        heartbeat.abort_handle(),
-        rescuer.abort_handle(),
-        pruner.abort_handle(),
-        gauges.abort_handle(),
-    ]);
-    tasks.extend(completer.as_ref().map(JoinHandle::abort_handle));
-
+        .map(|registration| KindToRun {
+            name: registration.name,
+            max_running: registration.options.max_running,
+            lease: shared.lease_of(registration.name),
+        })
+        .collect();
+    let plans = plan::plan_producers(&kinds, &queues);
+    let tasks = Tasks::spawn(&shared, plans, schedules, relays, outcomes);
+    tracing::info!(
+        kinds = ?kinds.iter().map(|kind| kind.name).collect::<Vec<_>>(),
+        "worker started"
+    );
+    let every_task = tasks.abort_handles();
     let orderly = async {
         // An error means the handle is gone: treat it as a shutdown request.
         let _ = requested.wait_for(|requested| *requested).await;
-        tracing::info!(
-            running = shared.running.len(),
-            "shutdown requested; no new jobs will be claimed"
-        );
-        shared.shutdown_requested.send_replace(true);
-        // The grace period counts from the request: a producer still waiting for its claim
-        // (for a connection, during an outage) uses it up too, and is stopped when it ends;
-        // at once when no job runs and the database cannot be reached at all.
-        let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
-        let mut settled = pin!(async {
-            for service in services {
-                let _ = service.await;
-            }
-            executors.close();
-            executors.wait().await;
-        });
-        let in_time = tokio::select! {
-            ended = tokio::time::timeout_at(deadline, &mut settled) => ended.is_ok(),
-            () = reach::outage_with_nothing_running(&shared.pool, &executors) => {
-                // Nothing to settle, and the services can only be waiting for a database that
-                // cannot answer (a claim that went through before the outage began comes back
-                // when its lease expires, as after the grace period).
-                tracing::warn!(
-                    "the database cannot be reached and no job runs: stopping without waiting for it"
-                );
-                for task in &service_tasks {
-                    task.abort();
-                }
-                // A job claimed at the last moment still gets what is left of the grace period.
-                tokio::time::timeout_at(deadline, &mut settled).await.is_ok()
-            }
-        };
-        if !in_time {
-            tracing::warn!(
-                running = shared.running.len(),
-                "grace period over; interrupting running jobs and handing them back"
-            );
-            shared.interrupt.send_replace(true);
-            // A producer still waiting for its claim would hold the shutdown for as long as the
-            // pool's acquire timeout. Should its claim have gone through, the jobs it took come
-            // back when their leases expire.
-            for task in &service_tasks {
-                task.abort();
-            }
-            settled.await;
-        }
-        drain.send_replace(true);
-        if let Some(completer) = completer {
-            let _ = completer.await;
-        }
-        shared.stopped.send_replace(true);
-        let _ = heartbeat.await;
-        let _ = rescuer.await;
-        let _ = pruner.await;
-        let _ = gauges.await;
+        tasks.shut_down(&shared).await;
     };
     let mut abandoned = shared.abandoned.clone();
     tokio::select! {
@@ -739,7 +617,7 @@ async fn supervise(
         Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => {
             shared.shutdown_requested.send_replace(true);
             shared.stopped.send_replace(true);
-            for task in tasks {
+            for task in every_task {
                 task.abort();
             }
             tracing::warn!(

@@ -13,6 +13,7 @@ use super::Shared;
 use crate::store::{self, ClaimPlace, ClaimedJob};
 
 /// What a producer needs to know about the jobs it claims.
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueuePlan {
     /// What it claims: a queue's name, or a limited kind's.
     pub name: String,
@@ -20,11 +21,12 @@ pub struct QueuePlan {
     pub claim: Claim,
     /// Jobs run at once.
     pub concurrency: usize,
-    /// Woken when work may have arrived.
-    pub wake: Arc<Notify>,
+    /// The queues whose notifications (work may have arrived) wake it.
+    pub woken_by: Vec<String>,
 }
 
 /// How a producer claims.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
     /// Jobs of any of `kinds` from queue `queue`.
     Queue {
@@ -133,7 +135,12 @@ impl ClaimPosition {
 
 /// Claims and starts jobs of one queue until shutdown is requested; executors are spawned on
 /// `executors` so the worker can wait for them.
-pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracker) {
+pub async fn produce(
+    shared: Arc<Shared>,
+    plan: QueuePlan,
+    wake: Arc<Notify>,
+    executors: TaskTracker,
+) {
     let slots = Arc::new(Semaphore::new(plan.concurrency));
     let mut stop = shared.shutdown_requested.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
@@ -212,7 +219,7 @@ pub async fn produce(shared: Arc<Shared>, plan: QueuePlan, executors: TaskTracke
         busy = !drained;
         if drained {
             tokio::select! {
-                () = plan.wake.notified() => {}
+                () = wake.notified() => {}
                 () = tokio::time::sleep(shared.config.poll_interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }

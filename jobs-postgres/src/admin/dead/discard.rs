@@ -3,9 +3,9 @@
 use jobs_core::JobId;
 use sqlx::PgPool;
 
-use super::{bind_filter, limit_param, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
+use super::{resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
 use crate::admin::AdminError;
-use crate::sql;
+use crate::store::dead as store;
 
 /// What a discard did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,11 +46,7 @@ pub async fn discard_batch(
     after: JobId,
     limit: usize,
 ) -> Result<Batch<DiscardReport>, AdminError> {
-    let mut discarded: Vec<JobRef> = bind_filter!(sqlx::query_as(sql::DISCARD_DEAD), filter)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await?;
+    let mut discarded = store::discard_dead(pool, &filter.selection(), after, limit).await?;
     discarded.sort_unstable_by_key(|job| job.id);
     let last = discarded.last().map(|job| job.id);
     let resume_after = resume_after(discarded.len(), limit, last);
@@ -72,11 +68,8 @@ pub async fn preview_discard(
     let mut report = DiscardReport::default();
     let mut after = 0;
     loop {
-        let batch: Vec<JobRef> = bind_filter!(sqlx::query_as(sql::PREVIEW_DISCARD_DEAD), filter)
-            .bind(after)
-            .bind(limit_param(BATCH_SIZE))
-            .fetch_all(pool)
-            .await?;
+        let batch =
+            store::preview_discard_dead(pool, &filter.selection(), after, BATCH_SIZE).await?;
         let last = batch.last().map(|job| job.id);
         let selected = batch.len();
         report.discarded.extend(batch);

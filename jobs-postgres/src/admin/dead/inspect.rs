@@ -7,10 +7,10 @@ use jobs_core::JobId;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
-use super::{bind_filter, limit_param, AttemptRecord, DeadFilter};
+use super::{AttemptRecord, DeadFilter};
 use crate::admin::stats::seconds;
 use crate::admin::AdminError;
-use crate::sql;
+use crate::store::dead as store;
 
 /// A dead job as a list shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,24 +35,9 @@ pub struct DeadJob {
     pub last_error: Option<AttemptRecord>,
 }
 
-#[derive(FromRow)]
-struct DeadJobRow {
-    id: JobId,
-    kind: String,
-    queue: String,
-    attempts: i32,
-    max_attempts: i32,
-    dedupe_key: Option<String>,
-    dead_for_secs: Option<f64>,
-    error_count: i32,
-    last_error: Option<Json<AttemptRecord>>,
-}
-
 /// How many dead jobs `filter` selects.
 pub async fn count_dead(pool: &PgPool, filter: &DeadFilter) -> Result<u64, AdminError> {
-    let count: i64 = bind_filter!(sqlx::query_scalar(sql::COUNT_DEAD), filter)
-        .fetch_one(pool)
-        .await?;
+    let count = store::count_dead(pool, &filter.selection()).await?;
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
@@ -63,11 +48,7 @@ pub async fn list_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<DeadJob>, AdminError> {
-    let rows: Vec<DeadJobRow> = bind_filter!(sqlx::query_as(sql::LIST_DEAD), filter)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await?;
+    let rows = store::list_dead(pool, &filter.selection(), after, limit).await?;
     Ok(rows
         .into_iter()
         .map(|row| DeadJob {
@@ -179,8 +160,5 @@ pub struct JobDetails {
 /// Job `id` with its whole error history, whatever its state; `None` when no such job exists
 /// (never enqueued, pruned or discarded).
 pub async fn job_details(pool: &PgPool, id: JobId) -> Result<Option<JobDetails>, AdminError> {
-    Ok(sqlx::query_as(sql::JOB_DETAILS)
-        .bind(id)
-        .fetch_optional(pool)
-        .await?)
+    Ok(store::job_details(pool, id).await?)
 }

@@ -20,6 +20,8 @@ use jobs_core::JobId;
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 
+use crate::store::dead::DeadSelection;
+
 pub use discard::{discard, discard_batch, preview_discard, DiscardReport};
 pub use inspect::{
     count_dead, job_details, list_dead, DeadJob, JobDetails, JobState, UnknownState,
@@ -92,19 +94,17 @@ impl DeadFilter {
     }
 }
 
-/// Binds a [`DeadFilter`] as the parameters `$1`..`$4` of the dead-letter statements.
-macro_rules! bind_filter {
-    ($query:expr, $filter:expr) => {
-        $query
-            .bind($filter.requested_ids())
-            .bind($filter.kind_name())
-            .bind($filter.queue_name())
-            .bind($filter.min_dead_secs())
-    };
-}
-pub(crate) use bind_filter;
-
 impl DeadFilter {
+    /// The selection as the store binds it.
+    pub(crate) fn selection(&self) -> DeadSelection<'_> {
+        DeadSelection {
+            ids: self.requested_ids(),
+            kind: self.kind_name(),
+            queue: self.queue_name(),
+            min_dead_secs: self.min_dead_secs(),
+        }
+    }
+
     fn kind_name(&self) -> Option<&str> {
         self.kind.as_deref()
     }
@@ -159,9 +159,4 @@ fn resume_after(selected: usize, limit: usize, last: Option<JobId>) -> Option<Jo
     } else {
         last
     }
-}
-
-/// `limit` as a statement parameter.
-fn limit_param(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
 }

@@ -1,11 +1,11 @@
 //! Replaying dead jobs: [`replay`] and [`replay_batch`].
 
 use jobs_core::JobId;
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 
-use super::{bind_filter, limit_param, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
+use super::{resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
 use crate::admin::AdminError;
-use crate::sql;
+use crate::store::dead::{self as store, CandidateRow};
 
 /// How often a batch is tried again after another transaction took a dedupe key meanwhile.
 const UNIQUE_VIOLATION_RETRIES: usize = 3;
@@ -81,15 +81,6 @@ impl ReplayReport {
     }
 }
 
-#[derive(FromRow)]
-struct CandidateRow {
-    id: JobId,
-    kind: String,
-    queue: String,
-    dedupe_key: Option<String>,
-    held_by: Option<JobId>,
-}
-
 /// Replays every dead job `filter` selects: each becomes ready at once, attempts reset to 0,
 /// error history kept, and its queue is notified so idle workers pick it up.
 ///
@@ -121,10 +112,7 @@ pub async fn replay_batch(
     let rows: Vec<CandidateRow> = loop {
         tries += 1;
         let result: Result<Vec<CandidateRow>, AdminError> =
-            bind_filter!(sqlx::query_as(sql::REPLAY_DEAD), filter)
-                .bind(after)
-                .bind(limit_param(limit))
-                .fetch_all(pool)
+            store::replay_dead(pool, &filter.selection(), after, limit)
                 .await
                 .map_err(AdminError::from);
         match result {
@@ -164,12 +152,7 @@ pub async fn preview_replay(
     let mut report = ReplayReport::default();
     let mut after = 0;
     loop {
-        let rows: Vec<CandidateRow> =
-            bind_filter!(sqlx::query_as(sql::PREVIEW_REPLAY_DEAD), filter)
-                .bind(after)
-                .bind(limit_param(BATCH_SIZE))
-                .fetch_all(pool)
-                .await?;
+        let rows = store::preview_replay_dead(pool, &filter.selection(), after, BATCH_SIZE).await?;
         let selected = rows.len();
         let last = rows.last().map(|row| row.id);
         report.merge(ReplayReport::from_candidates(rows));

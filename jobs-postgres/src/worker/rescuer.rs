@@ -1,9 +1,8 @@
-//! Periodic services every worker runs: the heartbeat that renews leases of running jobs, and
-//! the rescuer that returns jobs whose lease expired.
+//! The rescuer: returns jobs whose lease expired (their worker crashed, was cut off or paused)
+//! to ready, or to dead when their attempts are spent, every `rescue_interval`.
 //!
-//! Both stop as soon as the worker stops, even in the middle of a statement (one waiting for a
-//! connection during an outage, say): an interrupted renewal or rescue is simply not done, and
-//! the next one, by this worker or another, does it.
+//! It stops as soon as the worker stops, even in the middle of a statement: an interrupted
+//! rescue is done by the next one, here or in another process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,61 +12,35 @@ use jobs_core::JobId;
 
 use super::{refusal, Shared};
 use crate::metrics;
+use crate::periodic::{run_periodically, OnStop, PeriodicService};
 use crate::store::{self, ExpiredJob, RescuedJob};
 
-/// Renews the leases of every job this worker runs, in one statement per beat, until the worker
-/// stops.
-pub async fn heartbeat(shared: Arc<Shared>) {
-    let mut stop = shared.stopped.subscribe();
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(shared.heartbeat_every()) => {}
-            _ = stop.wait_for(|stopped| *stopped) => return,
-        }
-        tokio::select! {
-            () = beat_once(&shared) => {}
-            _ = stop.wait_for(|stopped| *stopped) => return,
-        }
-    }
+/// Rescues expired leases at once, then every `rescue_interval`, until the worker stops.
+pub(crate) async fn rescuer(shared: Arc<Shared>) {
+    let mut stopped = shared.stopped.subscribe();
+    let stop = async move {
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    };
+    run_periodically(
+        Rescuer { shared },
+        Duration::ZERO,
+        OnStop::AbandonPass,
+        stop,
+    )
+    .await;
 }
 
-/// One heartbeat: renews the leases still held; the jobs whose lease was found lost are told
-/// (through their context) and logged.
-pub async fn beat_once(shared: &Shared) {
-    let held = shared.running.held();
-    if held.is_empty() {
-        return;
-    }
-    let sent_at = Instant::now();
-    match store::heartbeat(&shared.pool, &held).await {
-        Ok(renewed) => {
-            let lost = shared.running.renewed(&held, &renewed, sent_at);
-            for id in lost {
-                tracing::warn!(
-                    job.id = id,
-                    "lease lost while running: another worker may run this job; its outcome here will be dropped"
-                );
-            }
-        }
-        Err(error) => tracing::warn!(%error, "renewing leases failed; will retry at the next beat"),
-    }
+/// The rescuer of one worker.
+struct Rescuer {
+    shared: Arc<Shared>,
 }
 
-/// Rescues expired leases every `rescue_interval` until the worker stops.
-pub async fn rescuer(shared: Arc<Shared>) {
-    let mut stop = shared.stopped.subscribe();
-    loop {
-        let rescued = tokio::select! {
-            rescued = rescue_once(&shared) => rescued,
-            _ = stop.wait_for(|stopped| *stopped) => return,
-        };
-        if let Err(error) = rescued {
+impl PeriodicService for Rescuer {
+    async fn run_pass(&mut self) -> Duration {
+        if let Err(error) = rescue_once(&self.shared).await {
             tracing::warn!(%error, "rescuing expired leases failed; will retry");
         }
-        tokio::select! {
-            () = tokio::time::sleep(shared.config.rescue_interval) => {}
-            _ = stop.wait_for(|stopped| *stopped) => return,
-        }
+        self.shared.config.rescue_interval
     }
 }
 
@@ -110,7 +83,7 @@ impl SetAside {
 /// worker's sweeps for [`SET_ASIDE_FOR`]), and every other job is rescued.
 ///
 /// [`RESCUES_REFUSED_TOTAL`]: crate::metrics::RESCUES_REFUSED_TOTAL
-pub async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error> {
+pub(crate) async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx::Error> {
     let limit = shared.config.rescue_batch;
     let mut all = Vec::new();
     loop {

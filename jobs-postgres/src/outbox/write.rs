@@ -1,11 +1,10 @@
 //! Writing outbox rows in the caller's transaction: [`publish_in`] and [`publish_event_in`].
 
 use serde::Serialize;
-use sqlx::types::Json;
 use sqlx::PgConnection;
 
 use super::topic::{validate_topic, TopicError};
-use crate::sql;
+use crate::store::outbox as store;
 use jobs_core::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
 
 /// The id of an outbox row: it grows in the order rows are written, which is the order the relay
@@ -121,12 +120,7 @@ pub async fn publish_in<T: Serialize + ?Sized>(
         },
     })?;
     check_payload(&payload).map_err(refused)?;
-    let id = sqlx::query_scalar(sql::INSERT_OUTBOX)
-        .bind(topic)
-        .bind(Json(payload))
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(id)
+    Ok(store::insert_outbox(conn, topic, &payload).await?)
 }
 
 /// Writes `event` to the outbox under its type's [`Event::TOPIC`]: [`publish_in`], typed.

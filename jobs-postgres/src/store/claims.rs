@@ -1,0 +1,323 @@
+//! Claiming ready jobs: by kind, resuming after a place in the claim order, and for kinds with a
+//! limit on their running jobs.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jobs_core::JobId;
+use sqlx::{FromRow, PgPool};
+use uuid::Uuid;
+
+/// The end every claim shares: each row of `claimable` becomes `running`, counts the attempt,
+/// and takes a fresh lease token and a lease of `$lease` seconds (an SQL expression); returns
+/// each claimed job with its place in the claim order and the seconds it had been due.
+macro_rules! claimed_jobs {
+    ($lease:literal) => {
+        concat!(
+            "
+UPDATE jobs_queue AS j
+SET state = 'running',
+    attempts = j.attempts + 1,
+    lease_token = gen_random_uuid(),
+    lease_expires_at = now() + make_interval(secs => ",
+            $lease,
+            "),
+    attempted_at = now()
+FROM claimable
+WHERE j.id = claimable.id
+RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
+          j.dedupe_key, j.lease_token, j.priority, j.run_at, j.created_at,
+          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
+        )
+    };
+}
+
+/// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
+/// then `run_at`, then id, with `$where` narrowing each kind's scan and `$guard` deciding once
+/// whether to scan at all; each job is leased for the seconds that `$4` gives its kind (`$4`
+/// pairs with `$2`).
+///
+/// Each kind is scanned apart, through the ready index's `(queue, kind, ...)` prefix, for its
+/// first `$3` unlocked jobs in claim order, and the first `$3` of all those are claimed: jobs of
+/// kinds this worker does not run (a rolling deploy, workers of different kinds on one queue)
+/// cost it nothing, however many rank ahead. Jobs a kind's scan locked beyond those claimed stay
+/// locked until the claim commits (other claims skip them meanwhile); that happens only when
+/// several kinds have ready jobs at once.
+///
+/// The claim's transaction commits without waiting for its WAL to reach disk
+/// (`synchronous_commit` off, set for that transaction alone by a subquery evaluated once): the
+/// claim is the hottest write of the queue and sits between a job's enqueue and its start. A
+/// claim lost in a PostgreSQL crash (not a worker crash: the commit is visible to every session
+/// at once) leaves the job as it was, ready, and it runs again, which at-least-once allows; the
+/// run under the lost claim cannot record anything, since every outcome is fenced by the lease
+/// token, and any later durable commit flushes the claim with it. Outcomes, enqueues and the
+/// claims of kinds with a running limit (whose count must survive a crash) keep waiting.
+macro_rules! claim_jobs {
+    ($where:literal, $guard:literal) => {
+        concat!(
+            "
+WITH claimable AS (
+    SELECT candidate.id
+    FROM unnest($2::text[]) AS claimed(kind)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs_queue
+        WHERE state = 'ready' AND queue = $1 AND kind = claimed.kind AND run_at <= now()
+          AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+            $where,
+            "
+        ORDER BY priority DESC, run_at, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate",
+            $guard,
+            "
+    ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+    LIMIT $3
+)
+",
+            claimed_jobs!("($4::float8[])[array_position($2::text[], j.kind)]")
+        )
+    };
+}
+
+/// Claims up to `$3` ready jobs of kinds `$2` from queue `$1`, from the front of the claim
+/// order: by priority (higher first), then `run_at`, then id; each is leased for the seconds
+/// that `$4` gives its kind (`$4` pairs with `$2`). Returns each job with its place in the order
+/// (`priority`, `run_at`, `id`) and the seconds it had been due when claimed (`waited_secs`).
+pub const CLAIM_JOBS: &str = claim_jobs!("", "");
+
+/// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$5` after the place `($6, $7)`
+/// (`run_at`, id) in the claim order: where the previous claim of this queue ended; and nothing
+/// at all when a due job of a higher priority than `$5` is ready (of kinds `$2` in queue `$1`),
+/// so that the caller claims from the front instead.
+///
+/// The scan starts at that place in the ready index instead of its front. The front is where
+/// the index entries of jobs claimed since the last vacuum pile up; while a long transaction
+/// elsewhere holds the xmin horizon back, they cannot even be marked dead, and a claim from the
+/// front would walk through all of them every time. The check for a higher priority reads, for
+/// each kind, the index entries before priority `$5`: one descent when there are none, and
+/// otherwise, up to the first one that is ready and due, the entries of that kind's
+/// higher-priority jobs claimed since the last vacuum or not due yet (`run_at` cannot narrow a
+/// range that starts on `priority`).
+pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
+    "\n          AND priority = $5 AND (run_at, id) > ($6, $7)",
+    "
+    WHERE NOT EXISTS (
+        SELECT FROM unnest($2::text[]) AS other(kind)
+        WHERE EXISTS (
+            SELECT FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = other.kind AND priority > $5
+              AND run_at <= now()))"
+);
+
+/// A claim of ready jobs of the one kind `$2[1]` from queue `$1`, with the parameters and rows
+/// of [`claim_jobs!`] and `$where` narrowing the scan: the ready index's `(queue, kind, ...)`
+/// prefix read directly, without the per-kind join, which PostgreSQL plans in a fraction of
+/// the time (a worker of one kind claims after each job when idle, so this is most of its
+/// pickup latency).
+macro_rules! claim_one_kind {
+    ($where:literal) => {
+        concat!(
+            "
+WITH claimable AS (
+    SELECT id FROM jobs_queue
+    WHERE state = 'ready' AND queue = $1 AND kind = ($2::text[])[1] AND run_at <= now()
+      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+            $where,
+            "
+    ORDER BY priority DESC, run_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+",
+            claimed_jobs!("($4::float8[])[1]")
+        )
+    };
+}
+
+/// [`CLAIM_JOBS`] for a worker that claims one kind: `$2` and `$4` hold one element each.
+pub const CLAIM_ONE_KIND: &str = claim_one_kind!("");
+
+/// [`CLAIM_JOBS_AFTER`] for a worker that claims one kind: `$2` and `$4` hold one element each.
+/// The check for a ready job of a higher priority is one index probe, evaluated once.
+pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(
+    "
+      AND priority = $5 AND (run_at, id) > ($6, $7)
+      AND NOT EXISTS (
+          SELECT FROM jobs_queue AS higher
+          WHERE higher.state = 'ready' AND higher.queue = $1 AND higher.kind = ($2::text[])[1]
+            AND higher.priority > $5 AND higher.run_at <= now())"
+);
+
+/// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
+/// running jobs (see [`CLAIM_LIMITED_JOBS`]).
+pub const LOCK_LIMITED_KIND: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
+
+/// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, but no more than leave at most
+/// `$4` jobs of the kind running across all workers, each leased for `$5` seconds. Run after
+/// [`LOCK_LIMITED_KIND`] in the same transaction, so that the count of running jobs is taken
+/// after any other claim of the kind has committed. Returns what [`CLAIM_JOBS`] returns.
+///
+/// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
+/// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
+/// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
+/// slots of all workers, not by the backlog. The limit `$3` bounds the rows the planner expects,
+/// so that the update finds the claimed rows by id rather than hashing the table.
+pub const CLAIM_LIMITED_JOBS: &str = concat!(
+    "
+WITH room AS (
+    SELECT greatest(0, least($3, $4 - (
+        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1))) AS jobs
+), claimable AS (
+    SELECT id FROM (
+        SELECT candidate.id, candidate.priority, candidate.run_at
+        FROM unnest($2::text[]) AS claimed(queue)
+        CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM jobs_queue
+            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1 AND run_at <= now()
+            ORDER BY priority DESC, run_at, id
+            LIMIT (SELECT jobs FROM room)
+            FOR UPDATE SKIP LOCKED
+        ) AS candidate
+        ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+        LIMIT $3
+    ) AS first
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT jobs FROM room)
+)
+",
+    claimed_jobs!("$5")
+);
+
+/// A job taken by a worker, with the lease token that fences its outcome.
+#[derive(Debug, Clone, FromRow)]
+pub struct ClaimedJob {
+    /// The job's id.
+    pub id: JobId,
+    /// Its kind.
+    pub kind: String,
+    /// Its queue.
+    pub queue: String,
+    /// The encoded arguments.
+    pub payload: String,
+    /// Which attempt this claim is, starting at 1.
+    pub attempts: i32,
+    /// Attempts allowed in all.
+    pub max_attempts: i32,
+    /// The rendered dedupe key, when there is one.
+    pub dedupe_key: Option<String>,
+    /// The token of this claim's lease.
+    pub lease_token: Uuid,
+    /// Its priority.
+    pub priority: i16,
+    /// When it became due.
+    pub run_at: DateTime<Utc>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// Seconds the job had been due (since its `run_at`) when claimed, by the database's clock:
+    /// its pickup latency.
+    pub waited_secs: f64,
+}
+
+impl ClaimedJob {
+    /// Its place in the claim order.
+    pub fn place(&self) -> ClaimPlace {
+        ClaimPlace {
+            priority: self.priority,
+            run_at: self.run_at,
+            id: self.id,
+        }
+    }
+
+    /// How long the job had been due when claimed: its pickup latency.
+    pub fn waited(&self) -> Duration {
+        Duration::try_from_secs_f64(self.waited_secs.max(0.0)).unwrap_or_default()
+    }
+}
+
+/// A place in the order claims take ready jobs in: priority (higher first), then `run_at`, then
+/// id. Places compare in that order: the smaller is claimed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimPlace {
+    /// The job's priority.
+    pub priority: i16,
+    /// When it became due.
+    pub run_at: DateTime<Utc>,
+    /// Its id.
+    pub id: JobId,
+}
+
+impl Ord for ClaimPlace {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .priority
+            .cmp(&self.priority)
+            .then(self.run_at.cmp(&other.run_at))
+            .then(self.id.cmp(&other.id))
+    }
+}
+
+impl PartialOrd for ClaimPlace {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Claims up to `limit` ready jobs of `kinds` from `queue`, each leased for the duration that
+/// `leases` gives its kind (`leases` pairs with `kinds`): from the front of the claim order, or,
+/// with `after`, only jobs of the same priority after that place, and none while a job of a
+/// higher priority is ready.
+pub async fn claim(
+    pool: &PgPool,
+    queue: &str,
+    kinds: &[&str],
+    leases: &[Duration],
+    limit: usize,
+    after: Option<ClaimPlace>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let lease_secs: Vec<f64> = leases.iter().map(Duration::as_secs_f64).collect();
+    let query = match (after, kinds.len()) {
+        (None, 1) => sqlx::query_as(CLAIM_ONE_KIND),
+        (Some(_), 1) => sqlx::query_as(CLAIM_ONE_KIND_AFTER),
+        (None, _) => sqlx::query_as(CLAIM_JOBS),
+        (Some(_), _) => sqlx::query_as(CLAIM_JOBS_AFTER),
+    };
+    let mut query = query
+        .bind(queue)
+        .bind(kinds)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(lease_secs);
+    if let Some(place) = after {
+        query = query.bind(place.priority).bind(place.run_at).bind(place.id);
+    }
+    query.fetch_all(pool).await
+}
+
+/// Claims up to `limit` ready jobs of `kind` from `queues`, but no more than leave at most
+/// `max_running` of the kind running across all workers, each leased for `lease`. One
+/// transaction: the kind's advisory lock, then the claim.
+pub async fn claim_limited(
+    pool: &PgPool,
+    kind: &str,
+    queues: &[String],
+    limit: usize,
+    max_running: u32,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let mut transaction = pool.begin().await?;
+    sqlx::query(LOCK_LIMITED_KIND)
+        .bind(kind)
+        .execute(&mut *transaction)
+        .await?;
+    let claimed = sqlx::query_as(CLAIM_LIMITED_JOBS)
+        .bind(kind)
+        .bind(queues)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(i64::from(max_running))
+        .bind(lease.as_secs_f64())
+        .fetch_all(&mut *transaction)
+        .await?;
+    transaction.commit().await?;
+    Ok(claimed)
+}

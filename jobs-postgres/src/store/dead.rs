@@ -1,0 +1,334 @@
+//! Dead jobs: counting, listing, showing, replaying and discarding them.
+
+use jobs_core::JobId;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
+
+use crate::admin::dead::{AttemptRecord, JobDetails, JobRef};
+
+/// The condition selecting dead jobs, shared by the dead-letter statements: `$1` ids (NULL for
+/// any), `$2` kind (NULL for any), `$3` queue (NULL for any), `$4` seconds the job must have been
+/// dead for at least (NULL for any). A dead job's death is its `finished_at`.
+macro_rules! dead_jobs_matching {
+    () => {
+        "state = 'dead'
+      AND ($1::bigint[] IS NULL OR id = ANY($1))
+      AND ($2::text IS NULL OR kind = $2)
+      AND ($3::text IS NULL OR queue = $3)
+      AND ($4::float8 IS NULL
+           OR coalesce(finished_at, attempted_at, created_at) <= now() - make_interval(secs => $4))"
+    };
+}
+
+/// Counts the dead jobs matching `$1`..`$4` (see the dead-job filter above).
+pub const COUNT_DEAD: &str = concat!(
+    "SELECT count(*) FROM jobs_queue WHERE ",
+    dead_jobs_matching!()
+);
+
+/// Lists up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id, each with its
+/// latest error.
+pub const LIST_DEAD: &str = concat!(
+    "
+SELECT id, kind, queue, attempts, max_attempts, dedupe_key,
+       extract(epoch FROM now() - coalesce(finished_at, attempted_at, created_at))::float8
+           AS dead_for_secs,
+       jsonb_array_length(errors) AS error_count,
+       errors -> -1 AS last_error
+FROM jobs_queue
+WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+ORDER BY id
+LIMIT $6"
+);
+
+/// Every column of job `$1` an operator looks at, whatever its state; timestamps as RFC 3339 in
+/// UTC.
+pub const JOB_DETAILS: &str = "
+SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe_key,
+       dedupe_scope, errors,
+       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,
+       to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS run_at,
+       to_char(attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+           AS attempted_at,
+       to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+           AS finished_at
+FROM jobs_queue
+WHERE id = $1";
+
+/// The ready or running job holding the `active` dedupe key of dead job `c`, if any: a probe of
+/// the active dedupe index by key digest, shared by [`REPLAY_DEAD`] and [`PREVIEW_REPLAY_DEAD`]
+/// so that a preview foretells the replay.
+macro_rules! active_key_holder {
+    () => {
+        concat!(
+            "(SELECT holder.id FROM jobs_queue AS holder
+                WHERE holder.kind = c.kind AND ",
+            dedupe_digest!("holder.dedupe_key"),
+            " = ",
+            dedupe_digest!("c.dedupe_key"),
+            "
+                  AND holder.dedupe_key = c.dedupe_key
+                  AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
+                LIMIT 1)"
+        )
+    };
+}
+
+/// Replays up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id: each becomes
+/// ready at once with its attempts reset to 0 and its error history kept; every queue that got
+/// a job back is announced once.
+///
+/// A job whose dedupe scope is `active` is skipped when another job holds its key (one that is
+/// ready or running, or an earlier job of the same batch being replayed): making it ready would
+/// break the key's uniqueness. Returns every candidate, replayed or not, with the id of the job
+/// holding its key when it was skipped.
+pub const REPLAY_DEAD: &str = concat!(
+    "
+WITH candidates AS (
+    SELECT id, kind, queue, dedupe_key, dedupe_scope
+    FROM jobs_queue
+    WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+    ORDER BY id
+    LIMIT $6
+    FOR UPDATE SKIP LOCKED
+), checked AS (
+    SELECT c.id, c.kind, c.queue, c.dedupe_key,
+           CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
+               ",
+    active_key_holder!(),
+    ",
+               nullif(first_value(c.id) OVER (PARTITION BY c.kind, c.dedupe_key, c.dedupe_scope
+                                              ORDER BY c.id), c.id))
+           END AS held_by
+    FROM candidates AS c
+), replayed AS (
+    UPDATE jobs_queue AS j
+    SET state = 'ready',
+        attempts = 0,
+        run_at = now(),
+        finished_at = NULL
+    FROM checked
+    WHERE j.id = checked.id AND checked.held_by IS NULL
+    RETURNING j.id, j.queue
+), notified AS (
+    SELECT pg_notify('jobs_queue', queue) FROM (SELECT DISTINCT queue FROM replayed) AS queues
+)
+SELECT checked.id, checked.kind, checked.queue, checked.dedupe_key, checked.held_by,
+       (SELECT count(*) FROM notified) AS notified
+FROM checked
+ORDER BY checked.id"
+);
+
+/// What [`REPLAY_DEAD`] would do, changing nothing: up to `$6` dead jobs matching `$1`..`$4`
+/// with an id above `$5`, by id, each with the id of the job holding its `active` dedupe key when
+/// a replay would skip it. The holder is a ready or running job, or else the first dead job of
+/// the whole selection with the same key (the one a replay makes ready first, in an earlier
+/// batch or this one).
+pub const PREVIEW_REPLAY_DEAD: &str = concat!(
+    "
+WITH candidates AS (
+    SELECT id, kind, queue, dedupe_key, dedupe_scope
+    FROM jobs_queue
+    WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+    ORDER BY id
+    LIMIT $6
+)
+SELECT c.id, c.kind, c.queue, c.dedupe_key,
+       CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
+           ",
+    active_key_holder!(),
+    ",
+           (SELECT min(id) FROM jobs_queue
+            WHERE kind = c.kind AND dedupe_key = c.dedupe_key AND dedupe_scope = 'active'
+              AND id < c.id AND ",
+    dead_jobs_matching!(),
+    "))
+       END AS held_by
+FROM candidates AS c
+ORDER BY c.id"
+);
+
+/// Deletes up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id; returns the
+/// deleted ones.
+pub const DISCARD_DEAD: &str = concat!(
+    "
+WITH doomed AS (
+    SELECT id FROM jobs_queue
+    WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+    ORDER BY id
+    LIMIT $6
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs_queue AS j
+USING doomed
+WHERE j.id = doomed.id
+RETURNING j.id, j.kind, j.queue"
+);
+
+/// What [`DISCARD_DEAD`] would delete, changing nothing: up to `$6` dead jobs matching
+/// `$1`..`$4` with an id above `$5`, by id.
+pub const PREVIEW_DISCARD_DEAD: &str = concat!(
+    "
+SELECT id, kind, queue FROM jobs_queue
+WHERE id > $5 AND ",
+    dead_jobs_matching!(),
+    "
+ORDER BY id
+LIMIT $6"
+);
+
+/// Which dead jobs a statement selects: `$1` ids (all when `NULL`), `$2` kind, `$3` queue, `$4`
+/// seconds dead at least; each `NULL` selects all.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeadSelection<'a> {
+    /// The ids asked for, if any.
+    pub(crate) ids: Option<&'a [JobId]>,
+    /// The kind, if any.
+    pub(crate) kind: Option<&'a str>,
+    /// The queue, if any.
+    pub(crate) queue: Option<&'a str>,
+    /// How long the jobs have been dead at least, in seconds, if asked.
+    pub(crate) min_dead_secs: Option<f64>,
+}
+
+/// Binds a [`DeadSelection`] as the parameters `$1`..`$4` of the dead-letter statements.
+macro_rules! bind_selection {
+    ($query:expr, $selection:expr) => {
+        $query
+            .bind($selection.ids)
+            .bind($selection.kind)
+            .bind($selection.queue)
+            .bind($selection.min_dead_secs)
+    };
+}
+
+/// A row limit as the statements bind it.
+fn limit_param(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// One dead job as [`LIST_DEAD`] returns it.
+#[derive(FromRow)]
+pub(crate) struct DeadJobRow {
+    pub(crate) id: JobId,
+    pub(crate) kind: String,
+    pub(crate) queue: String,
+    pub(crate) attempts: i32,
+    pub(crate) max_attempts: i32,
+    pub(crate) dedupe_key: Option<String>,
+    pub(crate) dead_for_secs: Option<f64>,
+    pub(crate) error_count: i32,
+    pub(crate) last_error: Option<Json<AttemptRecord>>,
+}
+
+/// A dead job a replay selected, with the job holding its `active` dedupe key, if another does
+/// (then it is skipped).
+#[derive(FromRow)]
+pub(crate) struct CandidateRow {
+    pub(crate) id: JobId,
+    pub(crate) kind: String,
+    pub(crate) queue: String,
+    pub(crate) dedupe_key: Option<String>,
+    pub(crate) held_by: Option<JobId>,
+}
+
+/// How many dead jobs `selection` selects.
+pub(crate) async fn count_dead(
+    pool: &PgPool,
+    selection: &DeadSelection<'_>,
+) -> Result<i64, sqlx::Error> {
+    bind_selection!(sqlx::query_scalar(COUNT_DEAD), selection)
+        .fetch_one(pool)
+        .await
+}
+
+/// Up to `limit` dead jobs `selection` selects with an id above `after`, by id.
+pub(crate) async fn list_dead(
+    pool: &PgPool,
+    selection: &DeadSelection<'_>,
+    after: JobId,
+    limit: usize,
+) -> Result<Vec<DeadJobRow>, sqlx::Error> {
+    bind_selection!(sqlx::query_as(LIST_DEAD), selection)
+        .bind(after)
+        .bind(limit_param(limit))
+        .fetch_all(pool)
+        .await
+}
+
+/// Job `id` with its whole error history, whatever its state.
+pub(crate) async fn job_details(
+    pool: &PgPool,
+    id: JobId,
+) -> Result<Option<JobDetails>, sqlx::Error> {
+    sqlx::query_as(JOB_DETAILS)
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Replays up to `limit` dead jobs `selection` selects with an id above `after`, skipping those
+/// whose `active` dedupe key another job holds; returns every job selected, by id.
+pub(crate) async fn replay_dead(
+    pool: &PgPool,
+    selection: &DeadSelection<'_>,
+    after: JobId,
+    limit: usize,
+) -> Result<Vec<CandidateRow>, sqlx::Error> {
+    bind_selection!(sqlx::query_as(REPLAY_DEAD), selection)
+        .bind(after)
+        .bind(limit_param(limit))
+        .fetch_all(pool)
+        .await
+}
+
+/// What [`replay_dead`] would select and skip, changing nothing.
+pub(crate) async fn preview_replay_dead(
+    pool: &PgPool,
+    selection: &DeadSelection<'_>,
+    after: JobId,
+    limit: usize,
+) -> Result<Vec<CandidateRow>, sqlx::Error> {
+    bind_selection!(sqlx::query_as(PREVIEW_REPLAY_DEAD), selection)
+        .bind(after)
+        .bind(limit_param(limit))
+        .fetch_all(pool)
+        .await
+}
+
+/// Deletes up to `limit` dead jobs `selection` selects with an id above `after`; returns them,
+/// in no particular order.
+pub(crate) async fn discard_dead(
+    pool: &PgPool,
+    selection: &DeadSelection<'_>,
+    after: JobId,
+    limit: usize,
+) -> Result<Vec<JobRef>, sqlx::Error> {
+    bind_selection!(sqlx::query_as(DISCARD_DEAD), selection)
+        .bind(after)
+        .bind(limit_param(limit))
+        .fetch_all(pool)
+        .await
+}
+
+/// What [`discard_dead`] would delete, by id, changing nothing.
+pub(crate) async fn preview_discard_dead(
+    pool: &PgPool,
+    selection: &DeadSelection<'_>,
+    after: JobId,
+    limit: usize,
+) -> Result<Vec<JobRef>, sqlx::Error> {
+    bind_selection!(sqlx::query_as(PREVIEW_DISCARD_DEAD), selection)
+        .bind(after)
+        .bind(limit_param(limit))
+        .fetch_all(pool)
+        .await
+}

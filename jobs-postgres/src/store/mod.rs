@@ -1,0 +1,38 @@
+//! The backend's one way to the database: every statement, beside the function that binds it,
+//! split by table or concern. Nothing else in the crate runs SQL.
+//!
+//! Times come from the database clock (`now()`), durations are passed as seconds (`float8`),
+//! and every write to a running job is fenced by its lease token.
+
+/// The channel on which enqueue announces ready work; the payload is the queue name.
+pub const NOTIFY_CHANNEL: &str = "jobs_queue";
+
+/// The digest of a dedupe key that the unique dedupe indexes hold (migration 6 explains the
+/// form): a statement looking a key up compares this expression of the column with the same
+/// expression of the key it wants, so that the planner uses the index, then the key itself.
+macro_rules! dedupe_digest {
+    ($key:literal) => {
+        concat!(
+            "sha256(decode(replace(",
+            $key,
+            ", '\\', '\\\\'), 'escape'))"
+        )
+    };
+}
+
+pub(crate) mod claims;
+pub(crate) mod dead;
+pub(crate) mod enqueue;
+pub(crate) mod migrations;
+pub(crate) mod outbox;
+pub(crate) mod outcomes;
+pub(crate) mod processed;
+pub(crate) mod rescue;
+pub(crate) mod retention;
+pub(crate) mod schedules;
+pub(crate) mod stats;
+
+pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
+pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome};
+pub(crate) use rescue::{list_expired, rescue_expired, rescue_jobs, ExpiredJob, RescuedJob};
+pub(crate) use schedules::{schedule_pass, upsert_schedule};

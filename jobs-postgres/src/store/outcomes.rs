@@ -1,0 +1,290 @@
+//! Writing what runs ended with, fenced by their lease tokens, and extending the leases of
+//! runs still going.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use jobs_core::{Decision, JobId};
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+/// Records the outcomes of many runs in one statement, each fenced by its lease token.
+///
+/// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
+/// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
+/// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
+/// messages (NULL when there is no error to keep). Returns the `(id, lease_token)` of the runs
+/// whose lease still held (a worker may hold two runs of one job, the stale one under a lost
+/// token): the others were taken by another worker or a rescue, and nothing was written for them. A job of a
+/// schedule that is now done records the schedule's success.
+pub const RECORD_OUTCOMES: &str = "
+WITH recorded AS (
+UPDATE jobs_queue AS j
+SET state = o.state,
+    run_at = CASE WHEN o.state = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
+    attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
+    finished_at = CASE WHEN o.state = 'ready' THEN NULL ELSE now() END,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    errors = CASE WHEN o.error_kind IS NULL THEN j.errors
+                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                      'attempt', j.attempts, 'at', now(), 'kind', o.error_kind, 'error', o.error))
+             END
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[])
+     AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error)
+WHERE j.id = o.id AND j.lease_token = o.lease_token
+RETURNING j.id, o.lease_token, j.state, j.schedule
+), schedule_succeeded AS (
+    UPDATE jobs_schedules AS s SET last_success_at = now()
+    WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
+)
+SELECT id, lease_token FROM recorded";
+
+/// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
+/// three arrays pair up); returns the `(id, lease_token)` of the runs whose lease still holds.
+pub const HEARTBEAT: &str = "
+UPDATE jobs_queue AS j
+SET lease_expires_at = now() + make_interval(secs => held.lease_secs)
+FROM unnest($1::bigint[], $2::uuid[], $3::float8[]) AS held(id, lease_token, lease_secs)
+WHERE j.id = held.id AND j.lease_token = held.lease_token
+RETURNING j.id, j.lease_token";
+
+/// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`; returns
+/// its id when the lease still held. The row stays locked until that transaction ends, so the
+/// completion commits or rolls back with the job's effects.
+pub const COMPLETE_IN_TRANSACTION: &str = "
+WITH completed AS (
+    UPDATE jobs_queue
+    SET state = 'done',
+        finished_at = now(),
+        lease_token = NULL,
+        lease_expires_at = NULL
+    WHERE id = $1 AND lease_token = $2 AND state = 'running'
+    RETURNING id, schedule
+), schedule_succeeded AS (
+    UPDATE jobs_schedules AS s SET last_success_at = now()
+    WHERE s.name IN (SELECT schedule FROM completed WHERE schedule IS NOT NULL)
+)
+SELECT id FROM completed";
+
+/// Whether an outcome was written, or the lease had already been lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fenced {
+    /// The write happened: the lease still held the job.
+    Written,
+    /// Nothing was written: another claim or a rescue had taken the job.
+    LeaseLost,
+}
+
+/// The outcome of one run, ready to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The job's id.
+    pub id: JobId,
+    /// The lease token of the claim that ran it.
+    pub lease_token: Uuid,
+    /// What to do with the job.
+    pub decision: Decision,
+}
+
+/// The columns of [`RECORD_OUTCOMES`], one element per outcome, in the order of job ids.
+///
+/// Rows are locked in the order of the ids bound: the statement's join drives from the arrays,
+/// looking each id up in the primary key. Binding every batch in id order (here, and for the
+/// heartbeat in [`lease_columns`]) means two statements of any workers lock their common rows
+/// in the same order, so they cannot deadlock. Sorting a few hundred ids in the process costs
+/// nothing next to a statement; a locking subquery with `ORDER BY id FOR UPDATE` would cost a
+/// second pass over the rows in every statement.
+#[derive(Debug, Default, PartialEq)]
+struct OutcomeColumns<'a> {
+    ids: Vec<JobId>,
+    tokens: Vec<Uuid>,
+    states: Vec<&'static str>,
+    delays: Vec<f64>,
+    give_backs: Vec<bool>,
+    error_kinds: Vec<Option<&'static str>>,
+    errors: Vec<Option<&'a str>>,
+}
+
+impl<'a> OutcomeColumns<'a> {
+    fn of(outcomes: &'a [Outcome]) -> Self {
+        let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
+        sorted.sort_by_key(|outcome| outcome.id);
+        let mut columns = Self::default();
+        for outcome in sorted {
+            let (state, delay, give_back, error_kind, error) = match &outcome.decision {
+                Decision::Complete => ("done", Duration::ZERO, false, None, None),
+                Decision::Retry { delay, error } => (
+                    "ready",
+                    *delay,
+                    false,
+                    Some(error.kind),
+                    Some(error.message.as_str()),
+                ),
+                Decision::Dead { error } => (
+                    "dead",
+                    Duration::ZERO,
+                    false,
+                    Some(error.kind),
+                    Some(error.message.as_str()),
+                ),
+                Decision::Snooze { delay } => ("ready", *delay, true, None, None),
+                Decision::Cancel { reason } => (
+                    "cancelled",
+                    Duration::ZERO,
+                    false,
+                    Some("cancelled"),
+                    Some(reason.as_str()),
+                ),
+            };
+            columns.ids.push(outcome.id);
+            columns.tokens.push(outcome.lease_token);
+            columns.states.push(state);
+            columns.delays.push(delay.as_secs_f64());
+            columns.give_backs.push(give_back);
+            columns.error_kinds.push(error_kind);
+            columns.errors.push(error);
+        }
+        columns
+    }
+}
+
+/// Writes many outcomes in one statement; returns, per outcome in order, whether its lease
+/// still held (and so whether it was written). Rows are locked in id order (see
+/// [`OutcomeColumns`]).
+pub async fn record_outcomes(
+    pool: &PgPool,
+    outcomes: &[Outcome],
+) -> Result<Vec<Fenced>, sqlx::Error> {
+    let columns = OutcomeColumns::of(outcomes);
+    let written: Vec<(JobId, Uuid)> = sqlx::query_as(RECORD_OUTCOMES)
+        .bind(&columns.ids)
+        .bind(&columns.tokens)
+        .bind(&columns.states)
+        .bind(&columns.delays)
+        .bind(&columns.give_backs)
+        .bind(&columns.error_kinds)
+        .bind(&columns.errors)
+        .fetch_all(pool)
+        .await?;
+    let written: HashSet<(JobId, Uuid)> = written.into_iter().collect();
+    Ok(outcomes
+        .iter()
+        .map(|outcome| {
+            if written.contains(&(outcome.id, outcome.lease_token)) {
+                Fenced::Written
+            } else {
+                Fenced::LeaseLost
+            }
+        })
+        .collect())
+}
+
+/// The columns of [`HEARTBEAT`] for runs `(id, token, lease)`, in the order of job ids, so
+/// that rows are locked in id order (see [`OutcomeColumns`]).
+fn lease_columns(held: &[(JobId, Uuid, Duration)]) -> (Vec<JobId>, Vec<Uuid>, Vec<f64>) {
+    let mut sorted = held.to_vec();
+    sorted.sort_by_key(|(id, _, _)| *id);
+    let ids = sorted.iter().map(|(id, _, _)| *id).collect();
+    let tokens = sorted.iter().map(|(_, token, _)| *token).collect();
+    let leases = sorted
+        .iter()
+        .map(|(_, _, lease)| lease.as_secs_f64())
+        .collect();
+    (ids, tokens, leases)
+}
+
+/// Extends the leases of the given runs, `(id, token, lease)`, each by its own lease; returns
+/// the runs, `(id, token)`, whose lease still held. Rows are locked in id order.
+pub async fn heartbeat(
+    pool: &PgPool,
+    held: &[(JobId, Uuid, Duration)],
+) -> Result<Vec<(JobId, Uuid)>, sqlx::Error> {
+    let (ids, tokens, leases) = lease_columns(held);
+    sqlx::query_as(HEARTBEAT)
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&leases)
+        .fetch_all(pool)
+        .await
+}
+
+/// Marks job `id` done in the transaction `conn` belongs to, fenced by `lease_token`.
+pub(crate) async fn complete_in_transaction(
+    conn: &mut PgConnection,
+    id: JobId,
+    lease_token: Uuid,
+) -> Result<Fenced, sqlx::Error> {
+    let completed: Option<JobId> = sqlx::query_scalar(COMPLETE_IN_TRANSACTION)
+        .bind(id)
+        .bind(lease_token)
+        .fetch_optional(conn)
+        .await?;
+    Ok(match completed {
+        Some(_) => Fenced::Written,
+        None => Fenced::LeaseLost,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use jobs_core::AttemptError;
+
+    use super::*;
+
+    #[test]
+    fn outcomes_are_bound_in_id_order() {
+        let outcome = |id: JobId, decision: Decision| Outcome {
+            id,
+            lease_token: Uuid::new_v4(),
+            decision,
+        };
+        let outcomes = [
+            outcome(30, Decision::Complete),
+            outcome(
+                10,
+                Decision::Dead {
+                    error: AttemptError {
+                        kind: "permanent",
+                        message: String::from("bad"),
+                    },
+                },
+            ),
+            outcome(
+                20,
+                Decision::Snooze {
+                    delay: Duration::from_secs(2),
+                },
+            ),
+        ];
+        let columns = OutcomeColumns::of(&outcomes);
+        assert_eq!(columns.ids, [10, 20, 30]);
+        assert_eq!(
+            columns.tokens,
+            [
+                outcomes[1].lease_token,
+                outcomes[2].lease_token,
+                outcomes[0].lease_token
+            ]
+        );
+        assert_eq!(columns.states, ["dead", "ready", "done"]);
+        assert_eq!(columns.delays, [0.0, 2.0, 0.0]);
+        assert_eq!(columns.give_backs, [false, true, false]);
+        assert_eq!(columns.error_kinds, [Some("permanent"), None, None]);
+        assert_eq!(columns.errors, [Some("bad"), None, None]);
+    }
+
+    #[test]
+    fn leases_are_bound_in_id_order() {
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let held = [
+            (9, a, Duration::from_secs(9)),
+            (3, b, Duration::from_secs(3)),
+            (5, c, Duration::from_secs(5)),
+        ];
+        let (ids, tokens, leases) = lease_columns(&held);
+        assert_eq!(ids, [3, 5, 9]);
+        assert_eq!(tokens, [b, c, a]);
+        assert_eq!(leases, [3.0, 5.0, 9.0]);
+    }
+}

@@ -1,0 +1,143 @@
+//! What a worker will run, decided before anything starts: which producers claim which kinds
+//! from which queues, with what concurrency, and which queues' notifications wake each. Pure: no
+//! database and no task; [`supervise`](super::supervise) starts what the plan says.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::producer::{Claim, QueuePlan};
+
+/// A kind the worker runs, as the plan needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KindToRun {
+    /// Its name.
+    pub(crate) name: &'static str,
+    /// Most jobs of it running at once across all workers, if limited.
+    pub(crate) max_running: Option<u32>,
+    /// Its lease.
+    pub(crate) lease: Duration,
+}
+
+/// The producers for `kinds` on `queues` (name to concurrency).
+///
+/// Kinds without a running limit share one producer per queue, claiming any of them. Each kind
+/// with a limit gets a producer of its own across all the queues, so that the lock its claims
+/// take never slows the claims of the other kinds; its concurrency is its limit.
+pub(crate) fn plan_producers(
+    kinds: &[KindToRun],
+    queues: &BTreeMap<String, usize>,
+) -> Vec<QueuePlan> {
+    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) =
+        kinds.iter().partition(|kind| kind.max_running.is_some());
+    let mut plans = Vec::new();
+    if !unlimited.is_empty() {
+        let names: Vec<&'static str> = unlimited.iter().map(|kind| kind.name).collect();
+        let leases: Vec<Duration> = unlimited.iter().map(|kind| kind.lease).collect();
+        for (queue, concurrency) in queues {
+            plans.push(QueuePlan {
+                name: queue.clone(),
+                claim: Claim::Queue {
+                    queue: queue.clone(),
+                    kinds: names.clone(),
+                    leases: leases.clone(),
+                },
+                concurrency: *concurrency,
+                woken_by: vec![queue.clone()],
+            });
+        }
+    }
+    let queue_names: Vec<String> = queues.keys().cloned().collect();
+    for kind in limited {
+        let max_running = kind.max_running.unwrap_or(1);
+        plans.push(QueuePlan {
+            name: format!("{} (at most {max_running} running)", kind.name),
+            claim: Claim::Limited {
+                kind: kind.name,
+                queues: queue_names.clone(),
+                max_running,
+                lease: kind.lease,
+            },
+            concurrency: usize::try_from(max_running).unwrap_or(usize::MAX),
+            woken_by: queue_names.clone(),
+        });
+    }
+    plans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(name: &'static str, max_running: Option<u32>, lease_secs: u64) -> KindToRun {
+        KindToRun {
+            name,
+            max_running,
+            lease: Duration::from_secs(lease_secs),
+        }
+    }
+
+    fn queues(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+        pairs
+            .iter()
+            .map(|(name, concurrency)| (name.to_string(), *concurrency))
+            .collect()
+    }
+
+    #[test]
+    fn kinds_without_a_limit_share_one_producer_per_queue() {
+        let plans = plan_producers(
+            &[kind("email", None, 30), kind("thumbnail", None, 300)],
+            &queues(&[("default", 16), ("media", 4)]),
+        );
+        assert_eq!(plans.len(), 2);
+        assert_eq!(plans[0].name, "default");
+        assert_eq!(plans[0].concurrency, 16);
+        assert_eq!(plans[0].woken_by, ["default"]);
+        assert_eq!(
+            plans[0].claim,
+            Claim::Queue {
+                queue: "default".into(),
+                kinds: vec!["email", "thumbnail"],
+                leases: vec![Duration::from_secs(30), Duration::from_secs(300)],
+            }
+        );
+        assert_eq!(plans[1].name, "media");
+        assert_eq!(plans[1].concurrency, 4);
+        assert_eq!(plans[1].woken_by, ["media"]);
+    }
+
+    #[test]
+    fn a_limited_kind_gets_a_producer_of_its_own_across_every_queue() {
+        let plans = plan_producers(
+            &[kind("email", None, 30), kind("export", Some(2), 600)],
+            &queues(&[("default", 16), ("reports", 1)]),
+        );
+        assert_eq!(plans.len(), 3, "two queue producers and the limited kind's");
+        let limited = &plans[2];
+        assert_eq!(limited.name, "export (at most 2 running)");
+        assert_eq!(limited.concurrency, 2);
+        assert_eq!(limited.woken_by, ["default", "reports"]);
+        assert_eq!(
+            limited.claim,
+            Claim::Limited {
+                kind: "export",
+                queues: vec!["default".into(), "reports".into()],
+                max_running: 2,
+                lease: Duration::from_secs(600),
+            }
+        );
+        for plan in &plans[..2] {
+            let Claim::Queue { kinds, .. } = &plan.claim else {
+                panic!("a queue producer: {plan:?}");
+            };
+            assert_eq!(kinds, &["email"], "the limited kind is claimed apart");
+        }
+    }
+
+    #[test]
+    fn only_limited_kinds_start_no_queue_producer() {
+        let plans = plan_producers(&[kind("export", Some(1), 600)], &queues(&[("default", 16)]));
+        assert_eq!(plans.len(), 1);
+        assert!(matches!(plans[0].claim, Claim::Limited { .. }));
+    }
+}

@@ -1,0 +1,122 @@
+//! Starting what a worker's plan says: the producers (each woken by the notifications of its
+//! queues), the scheduler, the outbox relays, the listener, the completer, and the periodic
+//! services (heartbeat, rescuer, retention, gauges).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jobs_core::Schedule;
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio_util::task::TaskTracker;
+
+use super::producer::QueuePlan;
+use super::{
+    completer, gauge_publisher, heartbeat, listener, producer, rescuer, retention, scheduler,
+    Shared,
+};
+use crate::outbox::RelayTask;
+use crate::store::Outcome;
+
+/// The tasks of a running worker.
+pub(super) struct Tasks {
+    /// Tasks that claim or enqueue (producers, scheduler, relays, listener): they end by
+    /// themselves once shutdown is requested.
+    pub(super) services: Vec<JoinHandle<()>>,
+    /// The runs in progress.
+    pub(super) executors: TaskTracker,
+    /// Writes batched outcomes until told that every executor is done (`drain`).
+    pub(super) completer: Option<JoinHandle<()>>,
+    /// Tells the completer to write what is left and end.
+    pub(super) drain: watch::Sender<bool>,
+    /// Periodic services that run until the worker has stopped: heartbeat, rescuer, retention,
+    /// gauges.
+    pub(super) maintenance: Vec<JoinHandle<()>>,
+}
+
+impl Tasks {
+    /// Starts the tasks for `plans`, `schedules` and `relays`, with the completer when outcomes
+    /// are batched (`outcomes`: its queue and largest batch).
+    pub(super) fn spawn(
+        shared: &Arc<Shared>,
+        plans: Vec<QueuePlan>,
+        schedules: Vec<Schedule>,
+        relays: Vec<RelayTask>,
+        outcomes: Option<(mpsc::Receiver<Outcome>, usize)>,
+    ) -> Self {
+        let (drain, drained) = watch::channel(false);
+        let completer = outcomes.map(|(outcomes, max_batch)| {
+            tokio::spawn(completer::complete(
+                Arc::clone(shared),
+                outcomes,
+                drained,
+                max_batch,
+            ))
+        });
+        let executors = TaskTracker::new();
+        let mut wakers: HashMap<String, Vec<Arc<Notify>>> = HashMap::new();
+        let mut services = Vec::new();
+        for plan in plans {
+            let wake = Arc::new(Notify::new());
+            for queue in &plan.woken_by {
+                wakers
+                    .entry(queue.clone())
+                    .or_default()
+                    .push(Arc::clone(&wake));
+            }
+            services.push(tokio::spawn(producer::produce(
+                Arc::clone(shared),
+                plan,
+                wake,
+                executors.clone(),
+            )));
+        }
+        if !schedules.is_empty() {
+            services.push(tokio::spawn(scheduler::schedule(
+                Arc::clone(shared),
+                schedules,
+            )));
+        }
+        for relay in relays {
+            services.push(tokio::spawn(relay(shared.shutdown_requested.subscribe())));
+        }
+        if shared.config.listen {
+            services.push(tokio::spawn(listener::listen(Arc::clone(shared), wakers)));
+        }
+        let mut maintenance = vec![
+            tokio::spawn(heartbeat::heartbeat(Arc::clone(shared))),
+            tokio::spawn(rescuer::rescuer(Arc::clone(shared))),
+        ];
+        if let Some(config) = shared.config.retention.clone() {
+            maintenance.push(tokio::spawn(retention::run_retention(
+                shared.pool.clone(),
+                config,
+                shared.stop_signal(),
+            )));
+        }
+        if let Some(interval) = shared.config.gauges_interval {
+            maintenance.push(tokio::spawn(gauge_publisher::publish_gauges(
+                shared.pool.clone(),
+                interval,
+                shared.stop_signal(),
+            )));
+        }
+        Self {
+            services,
+            executors,
+            completer,
+            drain,
+            maintenance,
+        }
+    }
+
+    /// Every task to abort on a stop at once (executors stop by themselves).
+    pub(super) fn abort_handles(&self) -> Vec<AbortHandle> {
+        self.services
+            .iter()
+            .chain(&self.maintenance)
+            .chain(&self.completer)
+            .map(JoinHandle::abort_handle)
+            .collect()
+    }
+}
