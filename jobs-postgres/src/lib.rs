@@ -10,6 +10,8 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+mod backoff;
+mod config_error;
 pub mod enqueue;
 pub mod metrics;
 pub mod migrate;
@@ -22,6 +24,7 @@ pub mod testing;
 pub mod transaction;
 pub mod worker;
 
+pub use config_error::ConfigError;
 pub use enqueue::{
     enqueue_job, enqueue_jobs, enqueue_many, enqueue_many_in, EnqueueBuilder, EnqueueError,
     Enqueued,

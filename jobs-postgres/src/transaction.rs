@@ -37,12 +37,12 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use jobs_core::{JobContext, JobId};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::store::outcomes::{self, Fenced};
-use crate::worker::running::Renewal;
-use crate::worker::Shared;
+use crate::worker::running::{Renewal, RunningJobs};
 
 /// Why a job's transaction could not be opened or could not complete the job.
 #[derive(Debug, thiserror::Error)]
@@ -113,16 +113,16 @@ impl JobTransaction {
     /// returns [`TransactionError::LeaseLost`]; return the error (`?`), the run is over.
     pub async fn complete(mut self) -> Result<(), TransactionError> {
         let mut transaction = self.take();
-        let shared = self.run.shared()?;
+        let running = self.run.running()?;
         // From here a heartbeat that misses the job most likely raced this completion.
-        shared.running.outcome_pending(self.run.id, self.run.token);
+        running.outcome_pending(self.run.id, self.run.token);
         let completed =
             outcomes::complete_in_transaction(&mut transaction, self.run.id, self.run.token)
                 .await
                 .map_err(TransactionError::Database)?;
         if completed == Fenced::LeaseLost {
             let _ = transaction.rollback().await;
-            shared.running.mark_lost(self.run.id, self.run.token);
+            running.mark_lost(self.run.id, self.run.token);
             tracing::warn!(
                 job.id = self.run.id,
                 "lease lost before the job's transaction completed it: another worker or a rescue took the job; its effects are rolled back"
@@ -197,20 +197,34 @@ pub(crate) enum TransactionUse {
 }
 
 /// The worker's link to one run, attached to its context: what the run's transactions need
-/// (the pool, the lease token) and what they tell the executor.
+/// (the pool, the worker's record of the runs it holds, the lease token) and what they tell the
+/// executor.
 #[derive(Debug)]
 pub(crate) struct RunLink {
-    shared: Weak<Shared>,
+    pool: PgPool,
+    /// The worker's runs, held weakly: once the worker is gone, the run is not running.
+    running: Weak<RunningJobs>,
+    /// Turns true when the worker stops at once, abandoning its runs.
+    abandoned: watch::Receiver<bool>,
     id: JobId,
     token: Uuid,
     transaction_use: Mutex<TransactionUse>,
 }
 
 impl RunLink {
-    /// The link of run `(id, token)`, holding the worker weakly.
-    pub(crate) fn new(shared: Weak<Shared>, id: JobId, token: Uuid) -> Self {
+    /// The link of run `(id, token)` of the worker whose pool, runs and stop-at-once signal
+    /// these are.
+    pub(crate) fn new(
+        pool: PgPool,
+        running: Weak<RunningJobs>,
+        abandoned: watch::Receiver<bool>,
+        id: JobId,
+        token: Uuid,
+    ) -> Self {
         Self {
-            shared,
+            pool,
+            running,
+            abandoned,
             id,
             token,
             transaction_use: Mutex::new(TransactionUse::None),
@@ -236,28 +250,25 @@ impl RunLink {
         }
     }
 
-    fn shared(&self) -> Result<Arc<Shared>, TransactionError> {
-        self.shared.upgrade().ok_or(TransactionError::NotRunning)
+    /// The worker's runs, while the worker is there.
+    fn running(&self) -> Result<Arc<RunningJobs>, TransactionError> {
+        self.running.upgrade().ok_or(TransactionError::NotRunning)
     }
 
     async fn begin(run: Arc<RunLink>) -> Result<JobTransaction, TransactionError> {
-        let shared = run.shared()?;
+        let running = run.running()?;
         if run.transaction_use() == TransactionUse::Completed {
             return Err(TransactionError::AlreadyCompleted);
         }
-        if *shared.abandoned.borrow() {
+        if *run.abandoned.borrow() {
             return Err(TransactionError::NotRunning);
         }
-        match shared.running.state_of(run.id, run.token) {
+        match running.state_of(run.id, run.token) {
             Renewal::Renewed => {}
             Renewal::Lost => return Err(TransactionError::LeaseLost),
             Renewal::Unknown => return Err(TransactionError::NotRunning),
         }
-        let transaction = shared
-            .pool
-            .begin()
-            .await
-            .map_err(TransactionError::Database)?;
+        let transaction = run.pool.begin().await.map_err(TransactionError::Database)?;
         Ok(JobTransaction {
             transaction: Some(transaction),
             run,

@@ -12,8 +12,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use super::AdminError;
+use crate::config_error::ConfigError;
 use crate::store::retention as store;
-use crate::worker::ConfigError;
 
 /// What retention keeps and how it deletes the rest. Every field has a documented default.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use jobs_core::RetryPolicy;
 
-use crate::worker::ConfigError;
+use crate::config_error::ConfigError;
 
 /// How a [`Relay`](super::Relay) claims, polls and retries. Every field has a documented
 /// default; [`RelayConfig::validate`] runs when the relay is built.

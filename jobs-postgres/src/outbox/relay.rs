@@ -11,11 +11,12 @@ use sqlx::PgPool;
 use tokio::sync::watch;
 
 use super::{OutboxMessage, PublishError, Publisher, RelayConfig, Retry};
+use crate::backoff::ReconnectBackoff;
+use crate::config_error::ConfigError;
 use crate::metrics;
 use crate::periodic::{run_periodically, OnStop, PeriodicService};
 use crate::store::outbox::{self as store, OutboxOutcomes as Outcomes};
-use crate::worker::backoff::ReconnectBackoff;
-use crate::worker::{storable_text, ConfigError};
+use crate::worker::storable_text;
 
 /// Why a batch could not be relayed. Nothing is lost: the rows of a batch that failed stay
 /// pending (those already published are published again, and the broker drops the copies).

@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::backoff::ReconnectBackoff;
 use super::{refusal, Shared};
+use crate::backoff::ReconnectBackoff;
 use crate::metrics::{self, DropReason};
 use crate::store::{self, Fenced, Outcome};
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::admin::RetentionConfig;
+use crate::config_error::ConfigError;
 
 /// How a worker claims, leases, polls, rescues and shuts down. Every field has a documented
 /// default; [`WorkerConfig::validate`] runs when the worker is built.
@@ -93,16 +94,6 @@ impl Default for WorkerConfig {
             gauges_interval: Some(Duration::from_secs(15)),
         }
     }
-}
-
-/// A setting that cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid worker setting `{setting}`: {reason}")]
-pub struct ConfigError {
-    /// The setting's name.
-    pub setting: &'static str,
-    /// Why it cannot work.
-    pub reason: &'static str,
 }
 
 impl WorkerConfig {

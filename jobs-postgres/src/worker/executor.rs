@@ -119,7 +119,9 @@ async fn run(
     };
     let lease = shared.lease_of(registration.name);
     let link = Arc::new(RunLink::new(
-        Arc::downgrade(shared),
+        shared.pool.clone(),
+        Arc::downgrade(&shared.running),
+        shared.abandoned.clone(),
         job.id,
         job.lease_token,
     ));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 
-use super::backoff::ReconnectBackoff;
 use super::{reach, Shared};
+use crate::backoff::ReconnectBackoff;
 use crate::store::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any

@@ -23,7 +23,6 @@
 //! interrupted attempt not counted. [`WorkerHandle::stop_now`] (or a second signal) stops at
 //! once and writes nothing more: the leases of the jobs still running bring them back.
 
-pub(crate) mod backoff;
 mod completer;
 pub mod config;
 mod executor;
@@ -54,7 +53,8 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-pub use config::{Completion, ConfigError, WorkerConfig};
+pub use crate::config_error::ConfigError;
+pub use config::{Completion, WorkerConfig};
 pub(crate) use executor::storable_text;
 use plan::KindToRun;
 pub use reach::check_connection;
@@ -171,7 +171,7 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     pub(crate) states: StateMap,
     pub(crate) config: WorkerConfig,
-    pub(crate) running: RunningJobs,
+    pub(crate) running: Arc<RunningJobs>,
     /// Jobs the database refused to rescue, left out of this worker's rescues for a while.
     pub(crate) rescue_set_aside: rescuer::SetAside,
     /// The per-job metrics of the kinds and queues this worker runs.
@@ -489,7 +489,7 @@ impl Worker {
             registry: self.registry,
             states: self.states,
             config: self.config,
-            running: RunningJobs::default(),
+            running: Arc::default(),
             rescue_set_aside: rescuer::SetAside::default(),
             metrics,
             completer,

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use super::backoff::ReconnectBackoff;
 use super::executor::execute;
 use super::Shared;
+use crate::backoff::ReconnectBackoff;
 use crate::store::{self, ClaimPlace, ClaimedJob};
 
 /// What a producer needs to know about the jobs it claims.

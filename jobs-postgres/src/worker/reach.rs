@@ -13,7 +13,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
-use super::backoff::ReconnectBackoff;
+use crate::backoff::ReconnectBackoff;
 
 /// Longest a direct connection made to explain a pool timeout may take.
 const EXPLAIN_WITHIN: Duration = Duration::from_secs(5);

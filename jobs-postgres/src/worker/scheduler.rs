@@ -18,8 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use jobs_core::Schedule;
 
-use super::backoff::ReconnectBackoff;
 use super::Shared;
+use crate::backoff::ReconnectBackoff;
 use crate::store;
 
 /// Longest the scheduler sleeps between passes.
