@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::kind::BoxFuture;
+use crate::future::BoxFuture;
 
 /// The identity of a job row.
 pub type JobId = i64;

@@ -1,7 +1,5 @@
 //! Job kinds: the stable name, the payload type and the options of one kind of job.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -10,12 +8,10 @@ use serde::Serialize;
 use crate::context::JobContext;
 use crate::dedupe::DedupeScope;
 use crate::error::JobResult;
+use crate::future::BoxFuture;
 use crate::retry::RetryPolicy;
 use crate::schedule::ScheduleOptions;
 use crate::state::{StateMap, StateRequirement};
-
-/// A boxed future that can move between threads.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One kind of job. `#[job]` implements it for a marker type next to the function.
 pub trait JobKind: Send + Sync + 'static {

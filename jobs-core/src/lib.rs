@@ -11,6 +11,7 @@ pub mod context;
 pub mod dedupe;
 pub mod duration;
 pub mod error;
+pub mod future;
 pub mod kind;
 mod macro_support;
 pub mod name;
@@ -29,7 +30,8 @@ pub use error::{
     error_chain, BoxError, ClassifyError, Disposition, ErrorClass, ErrorClassifier, JobError,
     JobResult,
 };
-pub use kind::{BoxFuture, Handler, InvocationError, JobKind, JobOptions, JobRegistration};
+pub use future::BoxFuture;
+pub use kind::{Handler, InvocationError, JobKind, JobOptions, JobRegistration};
 pub use name::{check_kind_name, check_queue_name, NameError, NameOf, MAX_NAME_LEN};
 pub use new_job::{EncodeError, NewJob, RunAt};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};

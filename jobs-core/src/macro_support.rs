@@ -15,7 +15,8 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserializer, Serialize, Serializer};
 
 use crate::error::{JobError, JobResult};
-use crate::kind::{require_state, BoxFuture, InvocationError};
+use crate::future::BoxFuture;
+use crate::kind::{require_state, InvocationError};
 use crate::state::{State, StateMap, StateRequirement};
 
 /// A type that can be a job's data argument: stored as JSON in the job row.
