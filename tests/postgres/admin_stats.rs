@@ -221,7 +221,11 @@ async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
         .iter()
         .map(|kind| (kind.queue.as_str(), kind.kind.as_str()))
         .collect();
-    assert_eq!(listed, [("default", "resize")], "the kinds counted are listed");
+    assert_eq!(
+        listed,
+        [("default", "resize")],
+        "the kinds counted are listed"
+    );
 
     // Analyzed, the numbers are the planner's (the sample holds every row of so small a table).
     sqlx::query("ANALYZE jobs_queue")

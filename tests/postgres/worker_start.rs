@@ -175,3 +175,21 @@ async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_nu
         Vec::<String>::new()
     );
 }
+
+/// What a worker's setup names is at the crate's root, beside `Worker` and `WorkerConfig`.
+#[test]
+fn the_names_a_worker_setup_reaches_for_are_at_the_root() {
+    let config = jobs::WorkerConfig {
+        completion: jobs::Completion::PerJob,
+        retention: Some(jobs::RetentionConfig::default()),
+        ..jobs::WorkerConfig::default()
+    };
+    let validated: Result<(), jobs::ConfigError> = config.validate();
+    assert_eq!(validated, Ok(()));
+    let schedule = jobs::Schedule::every("default_backoff", std::time::Duration::from_secs(60));
+    assert!(schedule.is_ok(), "{schedule:?}");
+    let stopped = jobs::Stopped::Gracefully {
+        signal: jobs::Signal::Terminate,
+    };
+    assert_eq!(stopped.exit_code(), 0);
+}
