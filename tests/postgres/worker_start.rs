@@ -154,7 +154,7 @@ async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_nu
     assert_eq!(warned.len(), 1, "warned once: {warned:?}");
     for part in [
         "WARN",
-        "37 running jobs, 1 producers claiming, 6 for its listener, heartbeat, rescuer, completer, retention, gauges",
+        "37 for running jobs, 1 for claiming, 6 for its listener, heartbeat, rescuer, completer, retention, gauges",
         "max_connections(44)",
     ] {
         assert!(warned[0].contains(part), "{part} in {}", warned[0]);

@@ -32,7 +32,7 @@ impl ConnectionNeed {
         }
         Some(format!(
             "the pool holds at most {max_connections} connections, but this worker can use \
-             {total} at once ({} running jobs, {} producers claiming, {} for its {}): jobs would \
+             {total} at once ({} for running jobs, {} for claiming, {} for its {}): jobs would \
              wait for a connection and fail with a pool timeout; build the pool with \
              `PgPoolOptions::new().max_connections({total})` (plus what the application uses), \
              or lower the queues' concurrency",
