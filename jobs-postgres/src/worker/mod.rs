@@ -10,7 +10,8 @@
 //! the outbox attached with [`WorkerBuilder::relay`], [`scheduler`] (cron), [`listener`]
 //! (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own lease),
 //! [`refusal`] (errors worth retrying, and row-by-row fallback), [`signal`] (SIGINT/SIGTERM for
-//! binaries), [`reach`] (the first connection, and the cause behind a pool timeout), [`config`]
+//! binaries), [`reach`] (the first connection, and the cause behind a pool timeout),
+//! [`connections`] (how many the worker can hold at once, against the pool's size), [`config`]
 //! (settings).
 //!
 //! Starting: nothing runs before the database accepts a connection. Until then the worker
