@@ -195,7 +195,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let database = TestDatabase::create().await?;
     println!("Using scratch database `{}`", database.name());
-    let pool = database.pool(10).await?;
+    // Room for what the worker can use at once: one queue of 16 jobs at once, its producer and 6 connections for the
+    // worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
+    let pool = database.pool(23).await?;
     jobs::migrate(&pool).await?;
     sqlx::query(
         "CREATE TABLE demo_orders (

@@ -144,7 +144,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let database = TestDatabase::create().await?;
     println!("Using scratch database `{}`", database.name());
-    let pool = database.pool(10).await?;
+    // Room for what the worker can use at once: three queues of 16 jobs at once, a producer for each and 6 connections
+    // for the worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
+    let pool = database.pool(57).await?;
     jobs::migrate(&pool).await?;
     enqueue_work(&pool).await?;
     println!(

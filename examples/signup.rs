@@ -118,7 +118,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let database = TestDatabase::create().await?;
     println!("Using scratch database `{}`", database.name());
-    let pool = database.pool(10).await?;
+    // Room for what the worker can use at once: two queues of 16 jobs at once, a producer for each and 6 connections for
+    // the worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
+    let pool = database.pool(40).await?;
     jobs::migrate(&pool).await?;
     sqlx::query("CREATE TABLE demo_users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE)")
         .execute(&pool)

@@ -56,7 +56,10 @@
 
 pub use jobs_core::*;
 pub use jobs_macros::{error_class, job};
-pub use jobs_postgres::worker::{check_connection, shutdown_signal, Signal, Stopped};
+pub use jobs_postgres::admin::RetentionConfig;
+pub use jobs_postgres::worker::{
+    check_connection, shutdown_signal, Completion, ConfigError, Signal, Stopped,
+};
 pub use jobs_postgres::{
     enqueue_job, enqueue_jobs, is_processed, mark_processed, migrate, EnqueueBuilder, EnqueueError,
     Enqueued, JobContextExt, JobTransaction, MigrateError, MigrationReport, PgConnection, PgPool,

@@ -43,7 +43,9 @@ pub enum Command {
     ///
     /// READY are due jobs waiting for a slot, SCHEDULED wait for their run_at (retries backing
     /// off, delayed jobs), EXPIRED are running jobs whose lease expired and that no rescue has
-    /// brought back yet. DONE and CANCELLED are estimates from the planner's statistics.
+    /// brought back yet. DONE and CANCELLED are counted while there are at most 10,000 of them,
+    /// then estimated from the planner's statistics (marked `~`), `?` when there is no estimate
+    /// yet.
     Stats {
         /// Print JSON instead of a table.
         #[arg(long)]

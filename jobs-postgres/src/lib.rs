@@ -52,7 +52,7 @@ pub mod __private {
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};
         pub use crate::store::retention::{PRUNE_PROCESSED_KEYS, RETENTION_LOCK_KEY};
-        pub use crate::store::stats::QUEUE_STATS;
+        pub use crate::store::stats::{EXACT_RETAINED_BOUND, QUEUE_STATS, RETAINED_COUNTS};
         pub use crate::store::NOTIFY_CHANNEL;
     }
 

@@ -1,9 +1,9 @@
-//! The health numbers: exact for the live states, estimated for the retained ones, and cheap on
-//! a table holding a million done rows.
+//! The health numbers: exact for the live states, exact for the retained ones while they are few
+//! and estimated beyond, and cheap on a table holding a million done rows.
 
 use std::time::{Duration, Instant};
 
-use jobs::admin::{self, Counts};
+use jobs::admin::{self, Counts, RetainedCounts, EXACT_RETAINED_BOUND};
 use jobs::postgres::__private::sql;
 
 use crate::rows::JobRows;
@@ -114,8 +114,8 @@ async fn live_states_are_counted_exactly_per_queue_and_kind() {
         (resize.ready, resize.dead, resize.oldest_ready_age),
         (0, 1, None)
     );
-    // The sample holds every row of so small a table: the estimates are exact here.
-    assert!(stats.estimated);
+    // So few retained jobs are counted, not estimated.
+    assert_eq!(stats.retained, RetainedCounts::Counted);
     assert_eq!((resize.done, resize.cancelled), (40, 5));
     assert!(stats.analyzed_ago.is_some());
 
@@ -124,14 +124,23 @@ async fn live_states_are_counted_exactly_per_queue_and_kind() {
     assert_eq!(stats.queues().len(), 2);
 }
 
+/// Keeps autovacuum from analyzing the table while a test looks at it unanalyzed.
+async fn without_autovacuum(db: &Db) {
+    sqlx::query("ALTER TABLE jobs_queue SET (autovacuum_enabled = false)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_empty_queue_has_no_numbers_and_estimates_wait_for_analyze() {
+async fn a_new_table_counts_its_finished_jobs_before_any_analyze() {
     let db = Db::new().await;
+    without_autovacuum(&db).await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert!(stats.kinds.is_empty());
     assert_eq!(stats.total(), Counts::default());
 
-    // Done rows before any ANALYZE: counted as 0, and said to be unestimated.
+    // Right after a first run: every job done, the table never analyzed.
     JobRows {
         state: "done",
         count: 3,
@@ -140,14 +149,95 @@ async fn an_empty_queue_has_no_numbers_and_estimates_wait_for_analyze() {
     .insert(&db.pool)
     .await;
     JobRows {
+        kind: "send_email",
+        queue: "email",
+        state: "cancelled",
+        count: 2,
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    JobRows {
         ..JobRows::default()
     }
     .insert(&db.pool)
     .await;
     let stats = admin::stats(&db.pool).await.unwrap();
-    assert!(!stats.estimated);
-    assert_eq!(stats.kinds[0].counts.ready, 1);
-    assert_eq!(stats.kinds[0].counts.done, 0);
+    assert_eq!(stats.retained, RetainedCounts::Counted);
+    assert_eq!(stats.analyzed_ago, None, "never analyzed");
+    let summary: Vec<(&str, &str, u64, u64, u64)> = stats
+        .kinds
+        .iter()
+        .map(|kind| {
+            (
+                kind.queue.as_str(),
+                kind.kind.as_str(),
+                kind.counts.ready,
+                kind.counts.done,
+                kind.counts.cancelled,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("default", "resize", 1, 3, 0),
+            ("email", "send_email", 0, 0, 2)
+        ],
+        "a kind with only finished jobs is listed too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
+    let db = Db::new().await;
+    without_autovacuum(&db).await;
+    JobRows {
+        state: "done",
+        count: EXACT_RETAINED_BOUND,
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let stats = admin::stats(&db.pool).await.unwrap();
+    assert_eq!(
+        stats.retained,
+        RetainedCounts::Counted,
+        "the bound is counted"
+    );
+    assert_eq!(stats.total().done, EXACT_RETAINED_BOUND.unsigned_abs());
+
+    JobRows {
+        state: "cancelled",
+        ..JobRows::default()
+    }
+    .insert(&db.pool)
+    .await;
+    let stats = admin::stats(&db.pool).await.unwrap();
+    assert_eq!(stats.retained, RetainedCounts::Unknown);
+    assert_eq!((stats.total().done, stats.total().cancelled), (0, 0));
+    let listed: Vec<(&str, &str)> = stats
+        .kinds
+        .iter()
+        .map(|kind| (kind.queue.as_str(), kind.kind.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [("default", "resize")],
+        "the kinds counted are listed"
+    );
+
+    // Analyzed, the numbers are the planner's (the sample holds every row of so small a table).
+    sqlx::query("ANALYZE jobs_queue")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let stats = admin::stats(&db.pool).await.unwrap();
+    assert_eq!(stats.retained, RetainedCounts::Estimated);
+    assert_eq!(
+        (stats.total().done, stats.total().cancelled),
+        (EXACT_RETAINED_BOUND.unsigned_abs(), 1)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,6 +286,7 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
             .await
             .unwrap();
     let nodes = plan_nodes(&plan);
+    println!("stats plan on 1,000,000 done rows:\n{}", outline(&nodes));
     let on_jobs: Vec<(String, String)> = scans_of(&nodes, "jobs_queue");
     let indexes: Vec<&str> = nodes
         .iter()
@@ -216,7 +307,37 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
         "only the live states' partial indexes are read: {indexes:?}"
     );
 
+    // The exact count of finished jobs, were it run on this table (never analyzed, say), stops
+    // after the bound, read in the retention index's order.
+    let plan: serde_json::Value = sqlx::query_scalar(&format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
+        sql::RETAINED_COUNTS
+    ))
+    .bind(EXACT_RETAINED_BOUND + 1)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let nodes = plan_nodes(&plan);
+    println!(
+        "bounded count of finished jobs on 1,000,000 done rows ({} ms):\n{}",
+        plan[0]["Execution Time"],
+        outline(&nodes)
+    );
+    let on_jobs = scans_of(&nodes, "jobs_queue");
+    assert_eq!(
+        on_jobs,
+        [("Index Scan".to_string(), "jobs_queue_finished".to_string())],
+        "read through the retention index only"
+    );
+    let read = nodes
+        .iter()
+        .find(|node| node["Relation Name"] == "jobs_queue")
+        .and_then(|node| node["Actual Rows"].as_i64())
+        .expect("rows read");
+    assert_eq!(read, EXACT_RETAINED_BOUND + 1, "stops after the bound");
+
     let stats = admin::stats(&db.pool).await.unwrap();
+    assert_eq!(stats.retained, RetainedCounts::Estimated);
     let done: u64 = stats.kinds.iter().map(|kind| kind.counts.done).sum();
     assert!(
         (900_000..=1_100_000).contains(&done),
@@ -238,4 +359,19 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
         times[0],
         times[times.len() - 1]
     );
+}
+
+/// One line per plan node: its type, and the index or relation it reads.
+fn outline(nodes: &[serde_json::Value]) -> String {
+    nodes
+        .iter()
+        .map(|node| {
+            let on = node["Index Name"]
+                .as_str()
+                .or_else(|| node["Relation Name"].as_str())
+                .map_or_else(String::new, |on| format!(" on {on}"));
+            format!("  {}{on}", node["Node Type"].as_str().unwrap_or("?"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -1,6 +1,7 @@
 //! Integration tests against a real PostgreSQL: each test creates its own database, so they run
 //! in parallel. Waiting is done by polling a condition with a deadline, never by sleeping.
 
+mod logs;
 mod rows;
 mod support;
 mod test_jobs;

@@ -2,8 +2,7 @@
 //! refused", not a pool timeout 30 s later), stops at once when asked to, and its run ends in
 //! an error, so that the process can exit non-zero. Cut off later, it says why at once too.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use std::str::FromStr;
@@ -15,51 +14,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::logs::{logged_about, logs};
 use crate::support::{fast_config, Db};
 use crate::test_jobs::record_run;
 
 /// How long the worker may take to say why, and to stop once asked.
 const PROMPTLY: Duration = Duration::from_secs(5);
-
-/// What every test of this binary logged at warning level and above (a process-wide
-/// subscriber, installed once); each test looks for its own port in it.
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&logs);
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .with_writer(move || Sink(Arc::clone(&sink)))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
-        logs
-    })
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The lines logged about `needle`.
-fn logged_about(needle: &str) -> Vec<String> {
-    let logs = logs().lock().unwrap();
-    String::from_utf8_lossy(&logs)
-        .lines()
-        .filter(|line| line.contains(needle))
-        .map(str::to_owned)
-        .collect()
-}
 
 /// A port nothing listens on: bound, then released.
 fn closed_port() -> u16 {

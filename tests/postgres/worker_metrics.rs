@@ -146,7 +146,7 @@ async fn a_worker_counts_runs_times_them_and_publishes_the_gauges() {
         .id();
     let worker = Worker::builder(db.pool.clone())
         .kinds(["record_run", "bad_input"])
-        .queue(QUEUE, 2)
+        .per_call_queue(QUEUE, 2)
         .state(db.pool.clone())
         .config(WorkerConfig {
             gauges_interval: Some(Duration::from_millis(50)),

@@ -1,7 +1,9 @@
 //! A worker refuses to start when it could not run its jobs, naming what is missing.
 
 use jobs::{Worker, WorkerError};
+use sqlx::postgres::PgPoolOptions;
 
+use crate::logs::logged_about;
 use crate::support::Db;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -41,7 +43,7 @@ async fn every_registered_kind_runs_on_its_queue_by_default() {
         .state(db.pool.clone())
         .state(crate::test_jobs::Mailer)
         .state(crate::exactly_once::Gate::default())
-        .queue("extra", 2)
+        .per_call_queue("extra", 2)
         .build()
         .unwrap();
     let queues = worker.queues();
@@ -96,7 +98,98 @@ async fn a_queue_name_that_breaks_the_rules_fails_at_start() {
     }
     Worker::builder(db.pool.clone())
         .kinds(["default_backoff"])
-        .queue("billing.mail:v2/eu-west_1", 1)
+        .per_call_queue("billing.mail:v2/eu-west_1", 1)
         .build()
         .expect("a valid queue name");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_no_kind_of_the_worker_uses_fails_at_start_naming_the_known_ones() {
+    let db = Db::new().await;
+    let error = Worker::builder(db.pool.clone())
+        .kinds(["default_backoff", "sync_user"])
+        .queue("defualt", 4)
+        .build()
+        .err()
+        .expect("a misspelt queue must not start an empty one");
+    let message = error.to_string();
+    match &error {
+        WorkerError::UnknownQueue { queue, known } => {
+            assert_eq!(queue, "defualt");
+            assert_eq!(known, &["default", "sync"]);
+        }
+        other => panic!("expected UnknownQueue, got {other:?}"),
+    }
+    for needed in ["`defualt`", "`default`, `sync`", ".per_call_queue("] {
+        assert!(message.contains(needed), "{needed} in: {message}");
+    }
+    // A queue of one of its kinds is taken, and so is a per-call one, declared as such.
+    let worker = Worker::builder(db.pool.clone())
+        .kinds(["default_backoff", "sync_user"])
+        .queue("sync", 4)
+        .per_call_queue("defualt", 1)
+        .build()
+        .expect("known and per-call queues");
+    assert_eq!(worker.queues().get("sync"), Some(&4));
+    assert_eq!(worker.queues().get("default"), Some(&16));
+    assert_eq!(worker.queues().get("defualt"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_numbers() {
+    crate::logs::logs();
+    let db = Db::new().await;
+    // 37 running jobs + 1 producer + listener, heartbeat, rescuer, completer, retention, gauges.
+    let small = PgPoolOptions::new()
+        .max_connections(3)
+        .connect_lazy(&db.url())
+        .expect("a lazy pool");
+    Worker::builder(small)
+        .kinds(["default_backoff"])
+        .queue("default", 37)
+        .build()
+        .expect("a small pool is a warning, not an error");
+    let needle = "at most 3 connections, but this worker can use 44 at once";
+    let warned = logged_about(needle);
+    assert_eq!(warned.len(), 1, "warned once: {warned:?}");
+    for part in [
+        "WARN",
+        "37 for running jobs, 1 for claiming, 6 for its listener, heartbeat, rescuer, completer, retention, gauges",
+        "max_connections(44)",
+    ] {
+        assert!(warned[0].contains(part), "{part} in {}", warned[0]);
+    }
+
+    // A pool large enough says nothing.
+    let large = PgPoolOptions::new()
+        .max_connections(45)
+        .connect_lazy(&db.url())
+        .expect("a lazy pool");
+    Worker::builder(large)
+        .kinds(["default_backoff"])
+        .queue("default", 38)
+        .build()
+        .expect("worker builds");
+    assert_eq!(
+        logged_about("this worker can use 45 at once"),
+        Vec::<String>::new()
+    );
+}
+
+/// What a worker's setup names is at the crate's root, beside `Worker` and `WorkerConfig`.
+#[test]
+fn the_names_a_worker_setup_reaches_for_are_at_the_root() {
+    let config = jobs::WorkerConfig {
+        completion: jobs::Completion::PerJob,
+        retention: Some(jobs::RetentionConfig::default()),
+        ..jobs::WorkerConfig::default()
+    };
+    let validated: Result<(), jobs::ConfigError> = config.validate();
+    assert_eq!(validated, Ok(()));
+    let schedule = jobs::Schedule::every("default_backoff", std::time::Duration::from_secs(60));
+    assert!(schedule.is_ok(), "{schedule:?}");
+    let stopped = jobs::Stopped::Gracefully {
+        signal: jobs::Signal::Terminate,
+    };
+    assert_eq!(stopped.exit_code(), 0);
 }

@@ -4,8 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use jobs::postgres::worker::Completion;
-use jobs::{Worker, WorkerConfig};
+use jobs::{Completion, Worker, WorkerConfig};
 use sqlx::PgPool;
 
 use crate::kinds::NOOP_RUNS;

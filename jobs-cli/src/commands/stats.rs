@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use jobs_postgres::admin::{
-    self, Counts, HumanDuration, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS,
+    self, Counts, HumanDuration, OutboxStats, RetainedCounts, ScheduleStats, Stats,
+    EXACT_RETAINED_BOUND, MAX_COUNTED_TICKS,
 };
 use jobs_postgres::PgPool;
 use serde_json::{json, Value};
@@ -98,6 +99,10 @@ fn jobs_table(stats: &Stats) -> String {
     if stats.kinds.is_empty() {
         return "no jobs\n".to_owned();
     }
+    let (done, cancelled) = match stats.retained {
+        RetainedCounts::Estimated => ("DONE~", "CANCELLED~"),
+        RetainedCounts::Counted | RetainedCounts::Unknown => ("DONE", "CANCELLED"),
+    };
     let mut table = Table::new(&[
         ("QUEUE", Align::Left),
         ("KIND", Align::Left),
@@ -106,32 +111,39 @@ fn jobs_table(stats: &Stats) -> String {
         ("RUNNING", Align::Right),
         ("EXPIRED", Align::Right),
         ("DEAD", Align::Right),
-        ("DONE~", Align::Right),
-        ("CANCELLED~", Align::Right),
+        (done, Align::Right),
+        (cancelled, Align::Right),
         ("OLDEST READY", Align::Left),
     ]);
     for kind in &stats.kinds {
-        table.row(cells(&kind.queue, &kind.kind, &kind.counts));
+        table.row(cells(&kind.queue, &kind.kind, &kind.counts, stats.retained));
     }
     if stats.kinds.len() > 1 {
-        table.row(cells("total", "", &stats.total()));
+        table.row(cells("total", "", &stats.total(), stats.retained));
     }
     let mut text = table.render();
-    text.push_str(&match (stats.estimated, stats.analyzed_ago) {
-        (true, Some(ago)) => format!(
+    text.push_str(&match (stats.retained, stats.analyzed_ago) {
+        (RetainedCounts::Counted, _) => String::new(),
+        (RetainedCounts::Estimated, Some(ago)) => format!(
             "~ estimated from the planner's statistics, gathered {} ago\n",
             HumanDuration(round(ago))
         ),
-        (true, None) => "~ estimated from the planner's statistics\n".to_owned(),
-        (false, _) => {
-            "~ no estimate yet: the table has not been analyzed, or this role does not own it\n"
-                .to_owned()
+        (RetainedCounts::Estimated, None) => {
+            "~ estimated from the planner's statistics\n".to_owned()
         }
+        (RetainedCounts::Unknown, _) => format!(
+            "? more than {EXACT_RETAINED_BOUND} done and cancelled jobs, and no estimate yet: the \
+             table has not been analyzed (`ANALYZE jobs_queue`), or this role does not own it\n"
+        ),
     });
     text
 }
 
-fn cells(queue: &str, kind: &str, counts: &Counts) -> Vec<String> {
+fn cells(queue: &str, kind: &str, counts: &Counts, retained: RetainedCounts) -> Vec<String> {
+    let retained_count = |count: u64| match retained {
+        RetainedCounts::Unknown => "?".to_owned(),
+        RetainedCounts::Counted | RetainedCounts::Estimated => count.to_string(),
+    };
     vec![
         queue.to_owned(),
         kind.to_owned(),
@@ -140,8 +152,8 @@ fn cells(queue: &str, kind: &str, counts: &Counts) -> Vec<String> {
         counts.running.to_string(),
         counts.expired_leases.to_string(),
         counts.dead.to_string(),
-        counts.done.to_string(),
-        counts.cancelled.to_string(),
+        retained_count(counts.done),
+        retained_count(counts.cancelled),
         counts.oldest_ready_age.map_or_else(
             || "-".to_owned(),
             |age| HumanDuration(round(age)).to_string(),
@@ -159,7 +171,7 @@ fn to_json(stats: &Stats) -> Value {
         .kinds
         .iter()
         .map(|kind| {
-            let mut value = counts_json(&kind.counts);
+            let mut value = counts_json(&kind.counts, stats.retained);
             value["queue"] = json!(kind.queue);
             value["kind"] = json!(kind.kind);
             value
@@ -189,21 +201,28 @@ fn to_json(stats: &Stats) -> Value {
             "oldest_unpublished_secs": stats.outbox.oldest_unpublished_age.map(|age| age.as_secs_f64()),
             "parked": stats.outbox.parked,
         },
-        "total": counts_json(&stats.total()),
-        "estimated": stats.estimated,
+        "total": counts_json(&stats.total(), stats.retained),
+        "retained": match stats.retained {
+            RetainedCounts::Counted => "counted",
+            RetainedCounts::Estimated => "estimated",
+            RetainedCounts::Unknown => "unknown",
+        },
+        "estimated": stats.retained == RetainedCounts::Estimated,
         "analyzed_secs_ago": stats.analyzed_ago.map(|ago| ago.as_secs_f64()),
     })
 }
 
-fn counts_json(counts: &Counts) -> Value {
+/// The counts as JSON; done and cancelled are `null` when unknown.
+fn counts_json(counts: &Counts, retained: RetainedCounts) -> Value {
+    let retained_count = |count: u64| (retained != RetainedCounts::Unknown).then_some(count);
     json!({
         "ready": counts.ready,
         "scheduled": counts.scheduled,
         "running": counts.running,
         "expired_leases": counts.expired_leases,
         "dead": counts.dead,
-        "done": counts.done,
-        "cancelled": counts.cancelled,
+        "done": retained_count(counts.done),
+        "cancelled": retained_count(counts.cancelled),
         "oldest_ready_secs": counts.oldest_ready_age.map(|age| age.as_secs_f64()),
         "longest_expired_lease_secs": counts.longest_expired_lease.map(|age| age.as_secs_f64()),
     })

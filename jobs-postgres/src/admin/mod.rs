@@ -5,7 +5,9 @@
 //!
 //! - [`stats`]: per queue and kind, the jobs ready, scheduled, running (and with an expired
 //!   lease), dead, done and cancelled, and how long the oldest ready job has waited, in one
-//!   statement whose cost follows the live rows, not the retained ones.
+//!   statement whose cost follows the live rows, not the retained ones (done and cancelled are
+//!   counted exactly while there are few, by a second statement that reads at most
+//!   [`EXACT_RETAINED_BOUND`] rows, and estimated beyond).
 //!   The outbox's numbers come with them: unpublished rows, the age of the oldest, parked rows.
 //! - [`check`]: turns those numbers into [`Violation`]s of [`HealthThresholds`] (by default: any
 //!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute, an outbox
@@ -46,4 +48,7 @@ pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use schedules::{preview_schedule_removal, remove_schedule, Removal, ScheduleRemoval};
 pub(crate) use stats::from_rows as stats_from_rows;
-pub use stats::{stats, Counts, KindStats, OutboxStats, ScheduleStats, Stats, MAX_COUNTED_TICKS};
+pub use stats::{
+    stats, Counts, KindStats, OutboxStats, RetainedCounts, ScheduleStats, Stats,
+    EXACT_RETAINED_BOUND, MAX_COUNTED_TICKS,
+};

@@ -8,12 +8,14 @@ use jobs_core::{Schedule, ScheduleError};
 use sqlx::PgPool;
 
 use super::AdminError;
-use crate::store::stats::{self as store, StatsRow};
+pub use crate::store::stats::EXACT_RETAINED_BOUND;
+use crate::store::stats::{self as store, RetainedRow, StatsRow};
 
 /// The jobs of one queue and kind (or of several, summed), by state.
 ///
-/// Ready, scheduled, running and dead are exact. Done and cancelled are estimates (see
-/// [`Stats::estimated`]): counting millions of retained rows on every poll is what this avoids.
+/// Ready, scheduled, running and dead are exact. Done and cancelled are exact too while there are
+/// at most [`EXACT_RETAINED_BOUND`] of them, estimates beyond: counting millions of retained rows
+/// on every poll is what this avoids. [`Stats::retained`] says which.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
     /// Ready jobs that are due (`run_at` has come): waiting for a free slot.
@@ -29,9 +31,9 @@ pub struct Counts {
     /// Dead jobs: out of attempts, failed permanently, or undecodable. Kept until an operator
     /// replays or discards them.
     pub dead: u64,
-    /// Done jobs still retained (estimate).
+    /// Done jobs still retained (exact or estimated: see [`Stats::retained`]).
     pub done: u64,
-    /// Cancelled jobs still retained (estimate).
+    /// Cancelled jobs still retained (exact or estimated: see [`Stats::retained`]).
     pub cancelled: u64,
     /// How long the oldest due ready job has waited since its `run_at`; `None` when none is due.
     pub oldest_ready_age: Option<Duration>,
@@ -70,11 +72,8 @@ pub struct KindStats {
 pub struct Stats {
     /// Every queue and kind with jobs, ordered by queue then kind.
     pub kinds: Vec<KindStats>,
-    /// Whether the done and cancelled counts come from the planner's statistics. `false` when
-    /// the table has not been analyzed yet (autovacuum does it once enough rows changed) or when
-    /// this role may not read them (PostgreSQL shows them to the table's owner only): done and
-    /// cancelled are then 0.
-    pub estimated: bool,
+    /// Where the done and cancelled counts come from: counted, estimated, or unknown.
+    pub retained: RetainedCounts,
     /// How long ago the table's statistics (on which the estimates rest) were gathered, when
     /// known.
     pub analyzed_ago: Option<Duration>,
@@ -82,6 +81,24 @@ pub struct Stats {
     pub schedules: Vec<ScheduleStats>,
     /// The outbox: rows waiting for a relay, and parked ones.
     pub outbox: OutboxStats,
+}
+
+/// Where the done and cancelled numbers of [`Stats`] come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RetainedCounts {
+    /// Counted exactly: the table holds at most [`EXACT_RETAINED_BOUND`] done and cancelled
+    /// jobs (a new table, or one that retention keeps small).
+    Counted,
+    /// Estimated from the planner's statistics (the `jobs_queue_state_mix` sample, gathered by
+    /// `ANALYZE` and autovacuum, times the table's estimated row count): there are more than
+    /// [`EXACT_RETAINED_BOUND`] of them.
+    Estimated,
+    /// Unknown: more than [`EXACT_RETAINED_BOUND`] of them, and no estimate, because the table
+    /// has not been analyzed yet (autovacuum does it once enough rows changed; `ANALYZE
+    /// jobs_queue` does it now) or this role may not read the statistics (PostgreSQL shows them
+    /// to the table's owner only). Done and cancelled are 0 and mean nothing.
+    #[default]
+    Unknown,
 }
 
 /// The health numbers of the outbox (see [`crate::outbox`]), counted exactly.
@@ -174,16 +191,76 @@ impl Stats {
 ///
 /// Cheap enough to poll every few seconds on a table holding millions of retained jobs: the
 /// live states are counted through their partial indexes, and done and cancelled are estimated
-/// from the planner's statistics instead of counted (see [`Stats::estimated`]).
+/// from the planner's statistics instead of counted. When there is no estimate, or it says there
+/// are at most [`EXACT_RETAINED_BOUND`] of them, a second statement counts them exactly, reading
+/// at most that many rows (see [`Stats::retained`]).
 pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
-    Ok(from_rows(store::queue_stats(pool).await?))
+    let mut stats = from_rows(store::queue_stats(pool).await?);
+    let estimated = stats.total();
+    let few = estimated.done + estimated.cancelled <= EXACT_RETAINED_BOUND.unsigned_abs();
+    if stats.retained == RetainedCounts::Unknown || few {
+        match store::retained_counts(pool).await? {
+            (rows, true) => stats.count_retained(rows),
+            // Too many to count and no estimate: at least list the kinds the count came across.
+            (rows, false) if stats.retained == RetainedCounts::Unknown => {
+                for row in &rows {
+                    stats.kind_mut(&row.queue, &row.kind);
+                }
+            }
+            (_, false) => {}
+        }
+    }
+    Ok(stats)
+}
+
+impl Stats {
+    /// Replaces the done and cancelled numbers with `rows`, counted exactly, adding the queues
+    /// and kinds that hold only such jobs.
+    fn count_retained(&mut self, rows: Vec<RetainedRow>) {
+        for kind in &mut self.kinds {
+            kind.counts.done = 0;
+            kind.counts.cancelled = 0;
+        }
+        for row in rows {
+            let counts = self.kind_mut(&row.queue, &row.kind);
+            counts.done = count(Some(row.done));
+            counts.cancelled = count(Some(row.cancelled));
+        }
+        self.retained = RetainedCounts::Counted;
+    }
+
+    /// The counts of `kind` in `queue`, added in order (all zero) when missing.
+    fn kind_mut(&mut self, queue: &str, kind: &str) -> &mut Counts {
+        let position = self.kinds.binary_search_by(|listed| {
+            (listed.queue.as_str(), listed.kind.as_str()).cmp(&(queue, kind))
+        });
+        let at = match position {
+            Ok(found) => found,
+            Err(at) => {
+                self.kinds.insert(
+                    at,
+                    KindStats {
+                        queue: queue.to_owned(),
+                        kind: kind.to_owned(),
+                        counts: Counts::default(),
+                    },
+                );
+                at
+            }
+        };
+        &mut self.kinds[at].counts
+    }
 }
 
 /// The health numbers that the rows of the stats statement hold.
 pub(crate) fn from_rows(rows: Vec<StatsRow>) -> Stats {
     let mut stats = Stats::default();
     for (position, row) in rows.into_iter().enumerate() {
-        stats.estimated = row.estimated;
+        stats.retained = if row.estimated {
+            RetainedCounts::Estimated
+        } else {
+            RetainedCounts::Unknown
+        };
         stats.analyzed_ago = row.analyzed_secs_ago.and_then(seconds);
         if position == 0 {
             stats.outbox = OutboxStats {

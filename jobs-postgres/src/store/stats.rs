@@ -102,6 +102,7 @@ ORDER BY grouped.queue, grouped.kind"
 /// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
 /// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
 /// `pg_stats_ext` shows that sample only to the table's owner (and members of its role).
+/// Where the sample is missing or says there are few, [`RETAINED_COUNTS`] counts them instead.
 ///
 /// One row per queue and kind, ordered by both, each also carrying whether the estimates were
 /// readable, how long ago the table was last analyzed, the schedules, and the outbox's numbers
@@ -149,6 +150,55 @@ FROM figures,
          oldest_ready_secs float8, longest_expired_lease_secs float8)) WITH ORDINALITY AS stats
 ORDER BY stats.ordinality"
 );
+
+/// Most done and cancelled jobs [`RETAINED_COUNTS`] counts: below it, counting them exactly is
+/// cheap; above it, the planner's estimates are the numbers to trust.
+pub const EXACT_RETAINED_BOUND: i64 = 10_000;
+
+/// The done and cancelled jobs of every queue and kind, counted exactly, reading at most `$1`
+/// of them: for a table too small, or too new, for the planner's estimates of
+/// [`QUEUE_STATS`] (before the first `ANALYZE`, they are missing altogether).
+///
+/// The rows are read through the retention index `jobs_queue_finished` (partial on these two
+/// states, in `finished_at` order), so the cost is bounded by `$1` whatever the table holds,
+/// live rows included. When the counts add up to `$1`, the count stopped there and is not
+/// the whole: pass one more than the largest number to trust. One row per queue and kind
+/// holding such jobs, ordered by both.
+pub const RETAINED_COUNTS: &str = "
+SELECT queue, kind,
+       count(*) FILTER (WHERE state = 'done') AS done,
+       count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+FROM (
+    SELECT queue, kind, state
+    FROM jobs_queue
+    WHERE state IN ('done', 'cancelled')
+    ORDER BY finished_at
+    LIMIT $1
+) AS retained
+GROUP BY queue, kind
+ORDER BY queue, kind";
+
+/// One row of [`RETAINED_COUNTS`].
+#[derive(FromRow)]
+pub(crate) struct RetainedRow {
+    pub(crate) queue: String,
+    pub(crate) kind: String,
+    pub(crate) done: i64,
+    pub(crate) cancelled: i64,
+}
+
+/// The done and cancelled jobs of every queue and kind, counted up to one past
+/// [`EXACT_RETAINED_BOUND`], and whether that is all of them (at most the bound were found).
+pub(crate) async fn retained_counts(
+    pool: &PgPool,
+) -> Result<(Vec<RetainedRow>, bool), sqlx::Error> {
+    let rows: Vec<RetainedRow> = sqlx::query_as(RETAINED_COUNTS)
+        .bind(EXACT_RETAINED_BOUND + 1)
+        .fetch_all(pool)
+        .await?;
+    let counted: i64 = rows.iter().map(|row| row.done + row.cancelled).sum();
+    Ok((rows, counted <= EXACT_RETAINED_BOUND))
+}
 
 /// One schedule in the `schedules` column of [`QUEUE_STATS`].
 #[derive(serde::Deserialize)]

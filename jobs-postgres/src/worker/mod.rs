@@ -10,7 +10,8 @@
 //! the outbox attached with [`WorkerBuilder::relay`], [`scheduler`] (cron), [`listener`]
 //! (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own lease),
 //! [`refusal`] (errors worth retrying, and row-by-row fallback), [`signal`] (SIGINT/SIGTERM for
-//! binaries), [`reach`] (the first connection, and the cause behind a pool timeout), [`config`]
+//! binaries), [`reach`] (the first connection, and the cause behind a pool timeout),
+//! [`connections`] (how many the worker can hold at once, against the pool's size), [`config`]
 //! (settings).
 //!
 //! Starting: nothing runs before the database accepts a connection. Until then the worker
@@ -25,6 +26,7 @@
 
 mod completer;
 pub mod config;
+mod connections;
 mod executor;
 mod gauge_publisher;
 mod heartbeat;
@@ -42,7 +44,7 @@ mod shutdown;
 mod signal;
 mod tasks;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -111,6 +113,17 @@ pub enum WorkerError {
     /// [`jobs_core::name`]).
     #[error("worker queue: {0}")]
     QueueName(#[source] jobs_core::NameError),
+    /// A queue given to [`WorkerBuilder::queue`] is the queue of no kind this worker runs: a
+    /// typo there would start an empty queue and leave the real one at the default
+    /// concurrency. A queue that only jobs sent there per call use goes to
+    /// [`WorkerBuilder::per_call_queue`].
+    #[error("`.queue(\"{queue}\", ..)`: no job kind this worker runs uses queue `{queue}` (theirs: {}); check the name, or use `.per_call_queue(\"{queue}\", ..)` for jobs sent there per call", quoted_list(.known))]
+    UnknownQueue {
+        /// The queue given.
+        queue: String,
+        /// The queues of the kinds this worker runs, sorted.
+        known: Vec<String>,
+    },
     /// Two schedules share a name.
     #[error("two schedules are named `{0}`: give one another name with `Schedule::named`")]
     DuplicateSchedule(String),
@@ -131,6 +144,15 @@ pub enum WorkerError {
         /// Its heartbeat.
         heartbeat: std::time::Duration,
     },
+}
+
+/// `` `a`, `b` `` from `["a", "b"]`.
+fn quoted_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `": <error>"`, or nothing.
@@ -196,6 +218,9 @@ pub struct WorkerBuilder {
     states: StateMap,
     config: WorkerConfig,
     concurrency: BTreeMap<String, usize>,
+    /// The queues of `concurrency` given with [`WorkerBuilder::per_call_queue`], which no kind
+    /// needs to name.
+    per_call_queues: BTreeSet<String>,
     kinds: Option<Vec<String>>,
     registrations: Option<Vec<JobRegistration>>,
     schedules: Vec<Schedule>,
@@ -222,10 +247,26 @@ impl WorkerBuilder {
         self
     }
 
-    /// Runs `queue` with `concurrency` jobs at once (also for a queue no kind names by default,
-    /// for jobs sent there per call).
+    /// Runs `queue` with `concurrency` jobs at once instead of
+    /// [`WorkerConfig::default_concurrency`]. `queue` must be the queue of a kind this worker
+    /// runs (`#[job(queue = ..)]`, `"default"` without one): [`build`](Self::build) refuses any
+    /// other with [`WorkerError::UnknownQueue`], so that a misspelt name cannot leave the real
+    /// queue at the default. For a queue only jobs sent there per call use, see
+    /// [`per_call_queue`](Self::per_call_queue).
     pub fn queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
-        self.concurrency.insert(queue.into(), concurrency);
+        let queue = queue.into();
+        self.per_call_queues.remove(&queue);
+        self.concurrency.insert(queue, concurrency);
+        self
+    }
+
+    /// Runs `queue` with `concurrency` jobs at once although no kind names it as its own: for
+    /// jobs sent there per call (`my_job::builder(..).queue("slow")`). The worker claims there
+    /// the kinds it runs.
+    pub fn per_call_queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
+        let queue = queue.into();
+        self.per_call_queues.insert(queue.clone());
+        self.concurrency.insert(queue, concurrency);
         self
     }
 
@@ -265,7 +306,9 @@ impl WorkerBuilder {
     }
 
     /// Checks everything a worker needs before it runs: unique kind names, state for every
-    /// kind, valid settings, queue names and schedules.
+    /// kind, valid settings, queue names (each given to [`queue`](Self::queue) the queue of a
+    /// kind it runs) and schedules. Logs a warning, with the numbers, when the pool holds fewer
+    /// connections than the worker can use at once.
     pub fn build(self) -> Result<Worker, WorkerError> {
         self.config.validate()?;
         let registry = match self.registrations {
@@ -303,12 +346,34 @@ impl WorkerBuilder {
                 }));
             }
         }
+        let own_queues: BTreeSet<String> = registry
+            .iter()
+            .map(|registration| registration.options.queue.to_string())
+            .collect();
+        for queue in self.concurrency.keys() {
+            if !own_queues.contains(queue) && !self.per_call_queues.contains(queue) {
+                return Err(WorkerError::UnknownQueue {
+                    queue: queue.clone(),
+                    known: own_queues.into_iter().collect(),
+                });
+            }
+        }
         let schedules = schedules_of(&registry, self.schedules)?;
         let mut queues = self.concurrency.clone();
         for registration in registry.iter() {
             queues
                 .entry(registration.options.queue.to_string())
                 .or_insert(self.config.default_concurrency);
+        }
+        let plans = plan::plan_producers(&kinds_to_run(&registry, &self.config), &queues);
+        let need = connections::connections_needed(
+            &plans,
+            &self.config,
+            schedules.len(),
+            self.relays.len(),
+        );
+        if let Some(shortfall) = need.shortfall(self.pool.options().get_max_connections()) {
+            tracing::warn!("{shortfall}");
         }
         Ok(Worker {
             pool: self.pool,
@@ -320,6 +385,19 @@ impl WorkerBuilder {
             relays: self.relays,
         })
     }
+}
+
+/// The kinds of `registry` as the plan needs them, each with its lease (its own, else the
+/// worker's).
+fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
+    registry
+        .iter()
+        .map(|registration| KindToRun {
+            name: registration.name,
+            max_running: registration.options.max_running,
+            lease: registration.options.lease.unwrap_or(config.lease),
+        })
+        .collect()
 }
 
 /// The schedules `#[job]` declared for the registered kinds, then `extra` ones, checked.
@@ -373,13 +451,17 @@ pub struct Worker {
 
 impl Worker {
     /// Starts building a worker on `pool`. Size the pool for the concurrency plus a few
-    /// connections for the heartbeat, rescue and LISTEN.
+    /// connections for the heartbeat, rescue and LISTEN: [`build`](WorkerBuilder::build) logs a
+    /// warning with the number when the pool's `max_connections` is below what the worker can
+    /// use at once (sqlx's default pool holds 10; one queue at the default concurrency of 16
+    /// needs 23).
     pub fn builder(pool: PgPool) -> WorkerBuilder {
         WorkerBuilder {
             pool,
             states: StateMap::new(),
             config: WorkerConfig::default(),
             concurrency: BTreeMap::new(),
+            per_call_queues: BTreeSet::new(),
             kinds: None,
             registrations: None,
             schedules: Vec::new(),
@@ -590,15 +672,7 @@ async fn supervise(
         tracing::error!(%error, "worker stopped");
         return Err(error);
     }
-    let kinds: Vec<KindToRun> = shared
-        .registry
-        .iter()
-        .map(|registration| KindToRun {
-            name: registration.name,
-            max_running: registration.options.max_running,
-            lease: shared.lease_of(registration.name),
-        })
-        .collect();
+    let kinds = kinds_to_run(&shared.registry, &shared.config);
     let plans = plan::plan_producers(&kinds, &queues);
     let tasks = Tasks::spawn(&shared, plans, schedules, relays, outcomes);
     tracing::info!(
