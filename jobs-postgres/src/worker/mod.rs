@@ -26,7 +26,7 @@
 pub(crate) mod backoff;
 mod completer;
 pub mod config;
-mod executor;
+pub(crate) mod executor;
 mod gauge_publisher;
 mod heartbeat;
 mod lease;
