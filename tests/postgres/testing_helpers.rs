@@ -1,20 +1,20 @@
 //! The test helpers offered to applications (`jobs::testing`): a migrated database per test,
-//! typed checks of what a transaction enqueued, and one job run inline.
+//! typed checks of what a transaction enqueued, one job run inline, and a drain of due jobs.
 
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::postgres::testing::{
-    assert_enqueued, assert_none_enqueued, assert_nothing_enqueued, enqueued, run_job, RunJobError,
-    TestDatabase,
+    assert_enqueued, assert_none_enqueued, assert_nothing_enqueued, drain, enqueued, run_job,
+    DrainError, RunJobError, TestDatabase,
 };
-use jobs::{AttemptError, Decision, JobKind, JobOptions, RegistryError};
+use jobs::{AttemptError, Decision, JobKind, JobOptions, RegistryError, WorkerError};
 
 use crate::support::Db;
 use crate::test_jobs::{
-    bad_input, cancels, charge_card, default_backoff, flaky, needs_mailer, panics_once, record_run,
-    send_receipt, snoozes_once, sync_user, too_slow, Mailer,
+    bad_input, cancels, chain, charge_card, default_backoff, flaky, needs_mailer, panics_once,
+    record_run, send_receipt, snoozes_once, sync_user, too_slow, Mailer,
 };
 
 /// The message of the panic that ended `task`.
@@ -378,4 +378,181 @@ async fn run_job_refuses_unknown_kinds_and_attempts_out_of_range() {
             format!("attempt {attempt} of a `default_backoff` job cannot run: its attempts run from 1 to 8")
         );
     }
+}
+
+#[tokio::test]
+async fn drain_runs_due_jobs_and_the_jobs_they_enqueue_and_records_them_done() {
+    let db = Db::new().await;
+    let first = chain::enqueue(&db.pool, 3).await.unwrap().id();
+    let runs = drain(&db.pool).kind::<chain::Job>().run().await.unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!(runs[0].id, first);
+    for run in &runs {
+        assert_eq!(run.kind, "chain");
+        assert_eq!(run.attempt, 1);
+        assert_eq!(run.decision, Decision::Complete);
+        let row = db.job(run.id).await;
+        assert_eq!((row.state.as_str(), row.attempts), ("done", 1));
+    }
+    assert_nothing_enqueued(&mut db.pool.acquire().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn drain_writes_each_outcome_as_the_worker_does_and_leaves_the_rest() {
+    let db = Db::new().await;
+    let failing_id = default_backoff::enqueue(&db.pool).await.unwrap().id();
+    let bad_id = bad_input::enqueue(&db.pool, String::from("nope"))
+        .await
+        .unwrap()
+        .id();
+    let cancelled_id = cancels::enqueue(&db.pool).await.unwrap().id();
+    let later_id = send_receipt::builder(1)
+        .delay(Duration::from_secs(3600))
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    let other_kind_id = record_run::enqueue(&db.pool, String::from("not drained"))
+        .await
+        .unwrap()
+        .id();
+
+    let runs = drain(&db.pool)
+        .kind::<default_backoff::Job>()
+        .kind::<bad_input::Job>()
+        .kind::<cancels::Job>()
+        .kind::<send_receipt::Job>()
+        .state(db.pool.clone())
+        .run()
+        .await
+        .unwrap();
+    let decision_of = |id| {
+        runs.iter()
+            .find(|run| run.id == id)
+            .map(|run| run.decision.clone())
+    };
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert!(matches!(
+        decision_of(failing_id),
+        Some(Decision::Retry { delay, error })
+            if error.message == "attempt 1 failed" && delay >= Duration::from_secs(15)
+    ));
+    assert!(matches!(
+        decision_of(bad_id),
+        Some(Decision::Dead { error }) if error.kind == "permanent"
+    ));
+    assert_eq!(
+        decision_of(cancelled_id),
+        Some(Decision::Cancel {
+            reason: String::from("order was refunded")
+        })
+    );
+
+    let failing_row = db.job(failing_id).await;
+    assert_eq!(
+        (failing_row.state.as_str(), failing_row.attempts),
+        ("ready", 1)
+    );
+    assert_eq!(failing_row.errors.0.len(), 1);
+    assert_eq!(failing_row.errors.0[0].kind, "transient");
+    assert!(
+        failing_row.ready_in_secs > 10.0,
+        "ready again after its backoff, 15 to 30 s"
+    );
+    let bad_row = db.job(bad_id).await;
+    assert_eq!(
+        (bad_row.state.as_str(), bad_row.errors.0.len()),
+        ("dead", 1)
+    );
+    assert_eq!(db.job(cancelled_id).await.state, "cancelled");
+    let later_row = db.job(later_id).await;
+    assert_eq!((later_row.state.as_str(), later_row.attempts), ("ready", 0));
+    let other_row = db.job(other_kind_id).await;
+    assert_eq!((other_row.state.as_str(), other_row.attempts), ("ready", 0));
+}
+
+#[tokio::test]
+async fn drain_stops_at_its_bound_leaving_the_rest_unclaimed() {
+    let db = Db::new().await;
+    chain::enqueue(&db.pool, 5).await.unwrap();
+    let error = drain(&db.pool)
+        .kind::<chain::Job>()
+        .max_runs(2)
+        .run()
+        .await
+        .expect_err("more than 2 runs");
+    let DrainError::TooManyRuns { max_runs, runs } = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(max_runs, 2);
+    assert_eq!(runs.len(), 2);
+    let mut conn = db.pool.acquire().await.unwrap();
+    let waiting = enqueued::<chain::Job>(&mut conn).await.unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].links, 3);
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'running'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn drain_refuses_what_a_worker_refuses() {
+    let db = Db::new().await;
+    needs_mailer::enqueue(&db.pool, String::from("ada@example.com"))
+        .await
+        .unwrap();
+    let error = drain(&db.pool)
+        .kind::<needs_mailer::Job>()
+        .run()
+        .await
+        .expect_err("no mailer");
+    assert!(
+        matches!(
+            error,
+            DrainError::Worker(WorkerError::Registry(RegistryError::MissingState { .. }))
+        ),
+        "{error:?}"
+    );
+    let error = drain(&db.pool).run().await.expect_err("no kinds");
+    assert!(
+        matches!(error, DrainError::Worker(WorkerError::NoKinds)),
+        "{error:?}"
+    );
+    let runs = drain(&db.pool)
+        .kind::<needs_mailer::Job>()
+        .state(Mailer)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].decision, Decision::Complete);
+}
+
+#[tokio::test]
+async fn a_drain_once_the_backoff_is_over_runs_the_next_attempt() {
+    let db = Db::new().await;
+    let id = default_backoff::enqueue(&db.pool).await.unwrap().id();
+    let drain_once = || drain(&db.pool).kind::<default_backoff::Job>().run();
+    let first = drain_once().await.unwrap();
+    assert_eq!(first.len(), 1, "the retry is not due yet: {first:?}");
+    assert!(drain_once().await.unwrap().is_empty());
+
+    // The backoff is over.
+    sqlx::query("UPDATE jobs_queue SET run_at = now() WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let second = drain_once().await.unwrap();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!((second[0].id, second[0].attempt), (id, 2));
+    assert!(matches!(
+        &second[0].decision,
+        Decision::Retry { delay, error }
+            if error.message == "attempt 2 failed" && *delay >= Duration::from_secs(30)
+    ));
+    let row = db.job(id).await;
+    assert_eq!((row.attempts, row.errors.0.len()), (2, 2));
 }

@@ -23,6 +23,8 @@
 //!   looking inside it before it commits.
 //! - [`run_job`] runs one job inline, without a worker or a database, and
 //!   answers with the [`Decision`](jobs_core::Decision) a worker would write.
+//! - [`drain`] runs every due job of given kinds now, and the jobs they
+//!   enqueue, through the worker's own claim, run and outcome code.
 //!
 //! Servers started here never outlive the test process: a watchdog process
 //! stops them and removes their files when the process exits, even when it
@@ -50,12 +52,14 @@
 
 mod cluster;
 mod database;
+mod drain;
 mod enqueued;
 mod run;
 mod server;
 
 pub use cluster::{ClusterError, ThrowawayCluster};
 pub use database::{with_database, TestDatabase, TestDatabaseError};
+pub use drain::{drain, Drain, DrainError, DrainedRun, DEFAULT_MAX_RUNS};
 pub use enqueued::{
     assert_enqueued, assert_none_enqueued, assert_nothing_enqueued, enqueued, EnqueuedError,
 };

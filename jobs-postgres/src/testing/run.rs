@@ -50,7 +50,7 @@ pub enum RunJobError {
 /// The job's context is that of a job enqueued now and never stored: id 0, the kind's queue,
 /// the dedupe key its template renders, shutdown never requested, a lease that renewing
 /// succeeds on. A job that needs the worker's database ([`JobContextExt::transaction`]) gets
-/// [`TransactionError::NoWorker`]: run it with a worker instead.
+/// [`TransactionError::NoWorker`]: run it with [`drain`](super::drain()) instead.
 ///
 /// [`JobContextExt::transaction`]: crate::JobContextExt::transaction
 /// [`TransactionError::NoWorker`]: crate::TransactionError::NoWorker

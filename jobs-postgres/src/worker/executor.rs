@@ -31,9 +31,16 @@ enum RunEnd {
     Abandoned,
 }
 
-/// Runs `job` and hands its outcome to the completer. Holds `permit` (a slot of the queue)
-/// until the run is over.
-pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
+/// Runs `job` and hands its outcome to the completer (or writes it, without one). Holds
+/// `permit` (a slot of the queue) until the run is over.
+///
+/// Returns what follows the run: the decision handed over or written, [`Decision::Complete`]
+/// when the job's own transaction completed it, `None` when a stop at once abandoned it.
+pub async fn execute(
+    shared: Arc<Shared>,
+    job: ClaimedJob,
+    permit: OwnedSemaphorePermit,
+) -> Option<Decision> {
     let span = tracing::info_span!(
         "job",
         job.id,
@@ -52,18 +59,21 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         .job_finished(&job.kind, &job.queue, outcome, started.elapsed());
     let decision = match next {
         Next::Write(decision) => decision,
-        Next::Nothing => {
-            // Stopped at once (the lease brings the job back), or already completed by the
-            // job's own transaction.
+        Next::CompletedInTransaction => {
             drop(permit);
-            return;
+            return Some(Decision::Complete);
+        }
+        Next::Nothing => {
+            // Stopped at once: the lease brings the job back.
+            drop(permit);
+            return None;
         }
     };
     shared.running.outcome_pending(job.id, job.lease_token);
     let outcome = Outcome {
         id: job.id,
         lease_token: job.lease_token,
-        decision,
+        decision: decision.clone(),
     };
     // The completer forgets the job once its outcome is written.
     match &shared.completer {
@@ -82,13 +92,16 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
             drop(permit);
         }
     }
+    Some(decision)
 }
 
 /// What is left to do once a run is over.
 enum Next {
     /// Write this decision.
     Write(Decision),
-    /// Write nothing: the worker stopped at once, or the job's transaction completed it.
+    /// Write nothing: the job's transaction completed it.
+    CompletedInTransaction,
+    /// Write nothing: the worker stopped at once.
     Nothing,
 }
 
@@ -159,7 +172,7 @@ async fn run(
             tracing::debug!("done, in the job's own transaction");
             tracing::Span::current().record("outcome", OutcomeLabel::Done.as_str());
             shared.running.remove(job.id, job.lease_token);
-            return (OutcomeLabel::Done, Next::Nothing);
+            return (OutcomeLabel::Done, Next::CompletedInTransaction);
         }
         (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed)) => {
             RunEnd::Finished(RunOutcome::Failed(JobError::permanent(DROPPED_OPEN)))
