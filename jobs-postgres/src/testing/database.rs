@@ -146,7 +146,7 @@ impl TestDatabase {
     }
 
     /// Creates a database as [`create`](Self::create) does and migrates it to the current
-    /// schema ([`migrate`](crate::migrate)): the per-test database of an application's own
+    /// schema ([`migrate`](crate::migrate())): the per-test database of an application's own
     /// tests, ready for enqueueing and running jobs.
     ///
     /// ```no_run
