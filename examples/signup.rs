@@ -9,7 +9,8 @@
 //! drops at the end.
 //!
 //! Its tests (`cargo test --example signup`) show how an application tests its jobs with
-//! `jobs::testing`: what a sign-up enqueued, and what each job decides, run inline.
+//! `jobs::testing`: what a sign-up enqueued, what each job decides when run inline, and how the
+//! rows end when the due jobs are drained.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -225,7 +226,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use jobs::postgres::testing::{assert_enqueued, enqueued, run_job, TestDatabase};
+    use jobs::postgres::testing::{
+        assert_enqueued, assert_nothing_enqueued, drain, enqueued, run_job, TestDatabase,
+    };
     use jobs::Decision;
 
     use super::*;
@@ -305,6 +308,59 @@ mod tests {
             send(ada + 1, 1).await.unwrap(),
             Decision::Dead { error } if error.kind == "permanent"
         ));
+    }
+
+    #[tokio::test]
+    async fn drained_sign_ups_end_with_the_emails_sent_and_the_unfetchable_avatar_dead() {
+        let (_database, pool) = database().await;
+        let ada = sign_up(&pool, "ada@example.com", "https://img.example.com/ada.png")
+            .await
+            .expect("sign-up");
+        let bob = sign_up(&pool, "bob@example.com", "ftp://files.example.com/bob.png")
+            .await
+            .expect("sign-up");
+        let smtp = FlakySmtp {
+            outage_attempts: 0,
+            calls: AtomicU32::new(0),
+        };
+        let runs = drain(&pool)
+            .kind::<send_welcome_email::Job>()
+            .kind::<resize_avatar::Job>()
+            .state(smtp)
+            .state(pool.clone())
+            .run()
+            .await
+            .expect("drain");
+        assert_eq!(runs.len(), 4, "{runs:?}");
+        let dead: Vec<_> = runs
+            .iter()
+            .filter(|run| matches!(run.decision, Decision::Dead { .. }))
+            .collect();
+        assert_eq!(dead.len(), 1, "{runs:?}");
+        assert_eq!(dead[0].kind, "resize_avatar");
+        assert!(runs
+            .iter()
+            .filter(|run| run.id != dead[0].id)
+            .all(|run| run.decision == Decision::Complete));
+
+        // The rows say the same, and nothing waits any more.
+        let states: Vec<(String, String)> =
+            sqlx::query_as("SELECT kind, state FROM jobs_queue ORDER BY id")
+                .fetch_all(&pool)
+                .await
+                .expect("rows");
+        let expected = [
+            ("send_welcome_email", "done"),
+            ("resize_avatar", "done"),
+            ("send_welcome_email", "done"),
+            ("resize_avatar", "dead"),
+        ];
+        let states: Vec<(&str, &str)> = states
+            .iter()
+            .map(|(kind, state)| (kind.as_str(), state.as_str()))
+            .collect();
+        assert_eq!(states, expected, "users {ada} and {bob}");
+        assert_nothing_enqueued(&mut pool.acquire().await.expect("connection")).await;
     }
 
     #[tokio::test]
