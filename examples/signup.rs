@@ -7,6 +7,10 @@
 //! Run it with `cargo run --example signup`. It uses the PostgreSQL at `DATABASE_URL`, else the
 //! local one, else a throwaway cluster it starts itself, and works in a scratch database that it
 //! drops at the end.
+//!
+//! Its tests (`cargo test --example signup`) show how an application tests its jobs with
+//! `jobs::testing`: what a sign-up enqueued, what each job decides when run inline, and how the
+//! rows end when the due jobs are drained.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -101,6 +105,14 @@ async fn sign_up(
     Ok(user_id)
 }
 
+/// The application's own table.
+async fn create_users_table(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("CREATE TABLE demo_users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE)")
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
 async fn insert_user(conn: &mut PgConnection, email: &str) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("INSERT INTO demo_users (email) VALUES ($1) RETURNING id")
         .bind(email)
@@ -116,15 +128,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
 
-    let database = TestDatabase::create().await?;
+    let database = TestDatabase::migrated().await?;
     println!("Using scratch database `{}`", database.name());
     // Room for what the worker can use at once: two queues of 16 jobs at once, a producer for each and 6 connections for
     // the worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
     let pool = database.pool(40).await?;
-    jobs::migrate(&pool).await?;
-    sqlx::query("CREATE TABLE demo_users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE)")
-        .execute(&pool)
-        .await?;
+    create_users_table(&pool).await?;
 
     println!("\n1. Requests: each signs a user up and enqueues two jobs in the same transaction");
     let ada = sign_up(&pool, "ada@example.com", "https://img.example.com/ada.png").await?;
@@ -212,4 +221,173 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "with its error kept, waiting for a human; the rolled-back sign-up left nothing behind."
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use jobs::postgres::testing::{
+        assert_enqueued, assert_nothing_enqueued, drain, enqueued, run_job, TestDatabase,
+    };
+    use jobs::Decision;
+
+    use super::*;
+
+    /// A migrated scratch database with the application's table, and a pool on it.
+    async fn database() -> (TestDatabase, PgPool) {
+        let database = TestDatabase::migrated().await.expect("test database");
+        let pool = database.pool(4).await.expect("pool");
+        create_users_table(&pool).await.expect("users table");
+        (database, pool)
+    }
+
+    #[tokio::test]
+    async fn a_sign_up_enqueues_the_welcome_email_and_the_avatar_resize() {
+        let (_database, pool) = database().await;
+        let ada = sign_up(&pool, "ada@example.com", "https://img.example.com/ada.png")
+            .await
+            .expect("sign-up");
+        let mut conn = pool.acquire().await.expect("connection");
+        assert_enqueued::<send_welcome_email::Job>(
+            &mut conn,
+            &send_welcome_email::Args { user_id: ada },
+        )
+        .await;
+        assert_enqueued::<resize_avatar::Job>(
+            &mut conn,
+            &resize_avatar::Args {
+                user_id: ada,
+                avatar_url: String::from("https://img.example.com/ada.png"),
+            },
+        )
+        .await;
+
+        // The same address again: the sign-up rolls back, its jobs with it.
+        sign_up(&pool, "ada@example.com", "https://img.example.com/ada2.png")
+            .await
+            .expect_err("a duplicate address");
+        let emails = enqueued::<send_welcome_email::Job>(&mut conn)
+            .await
+            .expect("enqueued emails");
+        assert_eq!(emails.len(), 1);
+        assert_eq!(
+            enqueued::<resize_avatar::Job>(&mut conn)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn the_welcome_email_is_retried_through_an_outage_and_dropped_for_a_missing_user() {
+        let (_database, pool) = database().await;
+        let mut conn = pool.acquire().await.expect("connection");
+        let ada = insert_user(&mut conn, "ada@example.com")
+            .await
+            .expect("user");
+        let smtp = Arc::new(FlakySmtp {
+            outage_attempts: 1,
+            calls: AtomicU32::new(0),
+        });
+        let send = |user_id, attempt| {
+            run_job::<send_welcome_email::Job>(send_welcome_email::Args { user_id })
+                .shared_state(Arc::clone(&smtp))
+                .state(pool.clone())
+                .attempt(attempt)
+                .run()
+        };
+        // The outage: the first of 5 attempts waits the kind's base backoff, 500 ms.
+        assert!(matches!(
+            send(ada, 1).await.unwrap(),
+            Decision::Retry { delay, error }
+                if delay == Duration::from_millis(500) && error.kind == "transient"
+        ));
+        assert_eq!(send(ada, 2).await.unwrap(), Decision::Complete);
+        assert!(matches!(
+            send(ada + 1, 1).await.unwrap(),
+            Decision::Dead { error } if error.kind == "permanent"
+        ));
+    }
+
+    #[tokio::test]
+    async fn drained_sign_ups_end_with_the_emails_sent_and_the_unfetchable_avatar_dead() {
+        let (_database, pool) = database().await;
+        let ada = sign_up(&pool, "ada@example.com", "https://img.example.com/ada.png")
+            .await
+            .expect("sign-up");
+        let bob = sign_up(&pool, "bob@example.com", "ftp://files.example.com/bob.png")
+            .await
+            .expect("sign-up");
+        let smtp = FlakySmtp {
+            outage_attempts: 0,
+            calls: AtomicU32::new(0),
+        };
+        let runs = drain(&pool)
+            .kind::<send_welcome_email::Job>()
+            .kind::<resize_avatar::Job>()
+            .state(smtp)
+            .state(pool.clone())
+            .run()
+            .await
+            .expect("drain");
+        assert_eq!(runs.len(), 4, "{runs:?}");
+        let dead: Vec<_> = runs
+            .iter()
+            .filter(|run| matches!(run.decision, Decision::Dead { .. }))
+            .collect();
+        assert_eq!(dead.len(), 1, "{runs:?}");
+        assert_eq!(dead[0].kind, "resize_avatar");
+        assert!(runs
+            .iter()
+            .filter(|run| run.id != dead[0].id)
+            .all(|run| run.decision == Decision::Complete));
+
+        // The rows say the same, and nothing waits any more.
+        let states: Vec<(String, String)> =
+            sqlx::query_as("SELECT kind, state FROM jobs_queue ORDER BY id")
+                .fetch_all(&pool)
+                .await
+                .expect("rows");
+        let expected = [
+            ("send_welcome_email", "done"),
+            ("resize_avatar", "done"),
+            ("send_welcome_email", "done"),
+            ("resize_avatar", "dead"),
+        ];
+        let states: Vec<(&str, &str)> = states
+            .iter()
+            .map(|(kind, state)| (kind.as_str(), state.as_str()))
+            .collect();
+        assert_eq!(states, expected, "users {ada} and {bob}");
+        assert_nothing_enqueued(&mut pool.acquire().await.expect("connection")).await;
+    }
+
+    #[tokio::test]
+    async fn an_avatar_that_cannot_be_fetched_is_dead_at_once() {
+        let resize = |url: &str| {
+            run_job::<resize_avatar::Job>(resize_avatar::Args {
+                user_id: 1,
+                avatar_url: url.to_owned(),
+            })
+            .run()
+        };
+        assert_eq!(
+            resize("https://img.example.com/ada.png").await.unwrap(),
+            Decision::Complete
+        );
+        assert_eq!(
+            resize("ftp://files.example.com/bob.png").await.unwrap(),
+            Decision::Dead {
+                error: jobs::AttemptError {
+                    kind: "permanent",
+                    message: String::from(
+                        "unsupported avatar address `ftp://files.example.com/bob.png`: expected http(s)"
+                    ),
+                },
+            }
+        );
+    }
 }

@@ -29,6 +29,7 @@ mod resilience;
 mod schedules;
 mod schema;
 mod shutdown;
+mod testing_helpers;
 mod unreachable;
 mod unwritable;
 mod worker_metrics;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use jobs::{job, ClassifyError, ErrorClass, JobContext, JobError, JobResult, State};
+use jobs::{job, ClassifyError, ErrorClass, JobContext, JobContextExt, JobError, JobResult, State};
 use sqlx::PgPool;
 
 async fn record(pool: &PgPool, ctx: &JobContext) -> Result<(), sqlx::Error> {
@@ -181,5 +181,17 @@ pub async fn waits_for_release(ctx: JobContext, pool: State<PgPool>) -> JobResul
 #[job(lease = "1s", heartbeat = "200ms")]
 pub async fn short_lease(ctx: JobContext, pool: State<PgPool>) -> JobResult {
     record(&pool, &ctx).await?;
+    Ok(())
+}
+
+/// The first of a chain of `links` jobs: enqueues the next link in its own transaction, which
+/// completes it.
+#[job]
+pub async fn chain(ctx: JobContext, links: u32) -> JobResult {
+    let mut tx = ctx.transaction().await?;
+    if links > 1 {
+        chain::enqueue_in(&mut tx, links - 1).await?;
+    }
+    tx.complete().await?;
     Ok(())
 }

@@ -31,6 +31,8 @@ pub(crate) mod rescue;
 pub(crate) mod retention;
 pub(crate) mod schedules;
 pub(crate) mod stats;
+#[cfg(feature = "testing")]
+pub(crate) mod testing;
 
 pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome};

@@ -60,6 +60,15 @@ pub enum TestDatabaseError {
         #[source]
         source: sqlx::Error,
     },
+    /// [`TestDatabase::migrated`] could not bring the new database to the current schema.
+    #[error("could not migrate database {name}: {source}")]
+    Migrate {
+        /// Name of the database.
+        name: String,
+        /// The migration's error.
+        #[source]
+        source: crate::migrate::MigrateError,
+    },
     /// The server did not answer in time.
     #[error("timed out after {waited:?} trying to {action} database {name}")]
     Timeout {
@@ -134,6 +143,55 @@ impl TestDatabase {
             name,
             dropped: false,
         })
+    }
+
+    /// Creates a database as [`create`](Self::create) does and migrates it to the current
+    /// schema ([`migrate`](crate::migrate())): the per-test database of an application's own
+    /// tests, ready for enqueueing and running jobs.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use jobs_postgres::testing::TestDatabase;
+    ///
+    /// let db = TestDatabase::migrated().await?;
+    /// let pool = db.pool(5).await?;
+    /// let ready: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs_queue")
+    ///     .fetch_one(&pool)
+    ///     .await?;
+    /// assert_eq!(ready, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn migrated() -> Result<Self, TestDatabaseError> {
+        let server = server_url().await?;
+        Self::migrated_on(&server).await
+    }
+
+    /// Creates a database on the server at `server_url`, as [`create_on`](Self::create_on)
+    /// does, and migrates it to the current schema, as [`migrated`](Self::migrated) does.
+    pub async fn migrated_on(server_url: &str) -> Result<Self, TestDatabaseError> {
+        let database = Self::create_on(server_url).await?;
+        database.migrate().await?;
+        Ok(database)
+    }
+
+    /// Runs the migrations on this database, through a pool of its own that is closed after.
+    async fn migrate(&self) -> Result<(), TestDatabaseError> {
+        let pool = self
+            .pool(1)
+            .await
+            .map_err(|source| TestDatabaseError::Connect {
+                url: redact_password(&self.url),
+                source,
+            })?;
+        let migrated = crate::migrate(&pool).await;
+        pool.close().await;
+        migrated
+            .map(drop)
+            .map_err(|source| TestDatabaseError::Migrate {
+                name: self.name.clone(),
+                source,
+            })
     }
 
     /// URL of the database (the server URL with the database name swapped).

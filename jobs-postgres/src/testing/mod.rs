@@ -1,6 +1,6 @@
 //! Test support: PostgreSQL servers and databases for tests and examples.
 //!
-//! Enabled by the `testing` feature. Three pieces:
+//! Enabled by the `testing` feature. Databases first, then helpers for testing jobs.
 //!
 //! - [`server_url`] finds a PostgreSQL server to create databases on:
 //!   `DATABASE_URL` if set, else a local server on 127.0.0.1:5432 or the
@@ -14,6 +14,17 @@
 //!   directory on a free port, which can be stopped and started again on the
 //!   same port: for tests of how the system behaves while the database is
 //!   down. Create databases on it with [`TestDatabase::create_on`].
+//!
+//! For the tests of an application's jobs:
+//!
+//! - [`TestDatabase::migrated`] is a fresh database with the jobs schema.
+//! - [`enqueued`], [`assert_enqueued`], [`assert_none_enqueued`] and
+//!   [`assert_nothing_enqueued`] check, typed, what a transaction enqueued,
+//!   looking inside it before it commits.
+//! - [`run_job`] runs one job inline, without a worker or a database, and
+//!   answers with the [`Decision`](jobs_core::Decision) a worker would write.
+//! - [`drain`] runs every due job of given kinds now, and the jobs they
+//!   enqueue, through the worker's own claim, run and outcome code.
 //!
 //! Servers started here never outlive the test process: a watchdog process
 //! stops them and removes their files when the process exits, even when it
@@ -41,8 +52,16 @@
 
 mod cluster;
 mod database;
+mod drain;
+mod enqueued;
+mod run;
 mod server;
 
 pub use cluster::{ClusterError, ThrowawayCluster};
 pub use database::{with_database, TestDatabase, TestDatabaseError};
+pub use drain::{drain, Drain, DrainError, DrainedRun, DEFAULT_MAX_RUNS};
+pub use enqueued::{
+    assert_enqueued, assert_none_enqueued, assert_nothing_enqueued, enqueued, EnqueuedError,
+};
+pub use run::{run_job, RunJob, RunJobError};
 pub use server::{server_url, throwaway_server_url, ServerError, DATABASE_URL_VAR};

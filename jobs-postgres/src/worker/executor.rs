@@ -13,6 +13,7 @@ use jobs_core::{
     RunOutcome,
 };
 use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use super::lease::JobLease;
@@ -30,9 +31,16 @@ enum RunEnd {
     Abandoned,
 }
 
-/// Runs `job` and hands its outcome to the completer. Holds `permit` (a slot of the queue)
-/// until the run is over.
-pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
+/// Runs `job` and hands its outcome to the completer (or writes it, without one). Holds
+/// `permit` (a slot of the queue) until the run is over.
+///
+/// Returns what follows the run: the decision handed over or written, [`Decision::Complete`]
+/// when the job's own transaction completed it, `None` when a stop at once abandoned it.
+pub async fn execute(
+    shared: Arc<Shared>,
+    job: ClaimedJob,
+    permit: OwnedSemaphorePermit,
+) -> Option<Decision> {
     let span = tracing::info_span!(
         "job",
         job.id,
@@ -51,18 +59,21 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
         .job_finished(&job.kind, &job.queue, outcome, started.elapsed());
     let decision = match next {
         Next::Write(decision) => decision,
-        Next::Nothing => {
-            // Stopped at once (the lease brings the job back), or already completed by the
-            // job's own transaction.
+        Next::CompletedInTransaction => {
             drop(permit);
-            return;
+            return Some(Decision::Complete);
+        }
+        Next::Nothing => {
+            // Stopped at once: the lease brings the job back.
+            drop(permit);
+            return None;
         }
     };
     shared.running.outcome_pending(job.id, job.lease_token);
     let outcome = Outcome {
         id: job.id,
         lease_token: job.lease_token,
-        decision,
+        decision: decision.clone(),
     };
     // The completer forgets the job once its outcome is written.
     match &shared.completer {
@@ -81,13 +92,16 @@ pub async fn execute(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphor
             drop(permit);
         }
     }
+    Some(decision)
 }
 
 /// What is left to do once a run is over.
 enum Next {
     /// Write this decision.
     Write(Decision),
-    /// Write nothing: the worker stopped at once, or the job's transaction completed it.
+    /// Write nothing: the job's transaction completed it.
+    CompletedInTransaction,
+    /// Write nothing: the worker stopped at once.
     Nothing,
 }
 
@@ -148,12 +162,7 @@ async fn run(
     .with_backend(Arc::clone(&link) as Arc<dyn Any + Send + Sync>);
     let end = match (registration.handler)(context, &job.payload, &shared.states) {
         Ok(future) => run_guarded(shared, future, registration.options.timeout).await,
-        Err(error @ InvocationError::Undecodable { .. }) => {
-            RunEnd::Finished(RunOutcome::Undecodable(error.to_string()))
-        }
-        Err(error @ InvocationError::MissingState { .. }) => {
-            RunEnd::Finished(RunOutcome::Failed(JobError::transient(error.to_string())))
-        }
+        Err(error) => RunEnd::Finished(invocation_failure(error)),
     };
     let end = match (link.transaction_use(), end) {
         (TransactionUse::Completed, end) => {
@@ -165,7 +174,7 @@ async fn run(
             tracing::debug!("done, in the job's own transaction");
             tracing::Span::current().record("outcome", OutcomeLabel::Done.as_str());
             shared.running.remove(job.id, job.lease_token);
-            return (OutcomeLabel::Done, Next::Nothing);
+            return (OutcomeLabel::Done, Next::CompletedInTransaction);
         }
         (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed)) => {
             RunEnd::Finished(RunOutcome::Failed(JobError::permanent(DROPPED_OPEN)))
@@ -174,7 +183,7 @@ async fn run(
     };
     let (outcome, next) = match end {
         RunEnd::Finished(outcome) => {
-            let decision = storable(decide(outcome, attempt, &retry, rand::random::<f64>()));
+            let decision = decision_of(outcome, attempt, &retry, rand::random::<f64>());
             (OutcomeLabel::of(&decision), Next::Write(decision))
         }
         RunEnd::Interrupted => {
@@ -244,16 +253,29 @@ fn storable(decision: Decision) -> Decision {
     }
 }
 
-/// Runs the handler on its own task so that a panic is caught, with the kind's timeout;
-/// interrupted when shutdown's grace period ends, and abandoned on a stop at once.
+/// Runs the handler with [`run_caught`]; interrupted when shutdown's grace period ends, and
+/// abandoned on a stop at once (the handler's task is aborted in both cases).
 async fn run_guarded(
     shared: &Shared,
     future: BoxFuture<'static, JobResult>,
     timeout: Option<Duration>,
 ) -> RunEnd {
-    let mut task = tokio::spawn(future.instrument(tracing::Span::current()));
     let mut interrupt = shared.interrupt.subscribe();
     let mut abandoned = shared.abandoned.clone();
+    tokio::select! {
+        outcome = run_caught(future, timeout) => RunEnd::Finished(outcome),
+        _ = interrupt.wait_for(|interrupted| *interrupted) => RunEnd::Interrupted,
+        Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => RunEnd::Abandoned,
+    }
+}
+
+/// Runs a handler's future on a task of its own, so that a panic is caught, within `timeout`
+/// (then the run counts as timed out). Dropping the returned future aborts the task.
+pub(crate) async fn run_caught(
+    future: BoxFuture<'static, JobResult>,
+    timeout: Option<Duration>,
+) -> RunOutcome {
+    let task = AbortOnDropHandle::new(tokio::spawn(future.instrument(tracing::Span::current())));
     let deadline = async {
         match timeout {
             Some(limit) => tokio::time::sleep(limit).await,
@@ -261,27 +283,39 @@ async fn run_guarded(
         }
     };
     tokio::select! {
-        joined = &mut task => RunEnd::Finished(match joined {
+        joined = task => match joined {
             Ok(Ok(())) => RunOutcome::Completed,
             Ok(Err(error)) => RunOutcome::Failed(error),
             Err(join_error) if join_error.is_panic() => {
                 RunOutcome::Panicked(panic_message(join_error.into_panic()))
             }
             Err(_) => RunOutcome::Panicked(String::from("the job's task was cancelled")),
-        }),
-        () = deadline => {
-            task.abort();
-            RunEnd::Finished(RunOutcome::TimedOut(timeout.unwrap_or_default()))
-        }
-        _ = interrupt.wait_for(|interrupted| *interrupted) => {
-            task.abort();
-            RunEnd::Interrupted
-        }
-        Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => {
-            task.abort();
-            RunEnd::Abandoned
+        },
+        () = deadline => RunOutcome::TimedOut(timeout.unwrap_or_default()),
+    }
+}
+
+/// How a run ends when its handler could not even be started: a payload that does not decode is
+/// dead at once; a missing state value is a transient failure (a worker checks its state before
+/// it starts, so this is a bug of the registration).
+pub(crate) fn invocation_failure(error: InvocationError) -> RunOutcome {
+    match error {
+        error @ InvocationError::Undecodable { .. } => RunOutcome::Undecodable(error.to_string()),
+        error @ InvocationError::MissingState { .. } => {
+            RunOutcome::Failed(JobError::transient(error.to_string()))
         }
     }
+}
+
+/// What the worker writes after `outcome` ended attempt `attempt` under `retry`, with a jitter
+/// sample in `[0, 1)` for the backoff: [`decide`]'s decision, made [`storable`].
+pub(crate) fn decision_of(
+    outcome: RunOutcome,
+    attempt: u32,
+    retry: &RetryPolicy,
+    jitter_sample: f64,
+) -> Decision {
+    storable(decide(outcome, attempt, retry, jitter_sample))
 }
 
 fn panic_message(payload: Box<dyn Any + Send>) -> String {

@@ -27,7 +27,7 @@
 mod completer;
 pub mod config;
 mod connections;
-mod executor;
+pub(crate) mod executor;
 mod gauge_publisher;
 mod heartbeat;
 mod lease;
@@ -561,6 +561,32 @@ impl Worker {
             }
             Completion::PerJob => (None, None),
         };
+        let (shared, queues, schedules, relays) = self.into_parts(completer, abandoned);
+        let supervisor = tokio::spawn(supervise(
+            shared, queues, schedules, relays, requested, outcomes,
+        ));
+        WorkerHandle {
+            request,
+            stop_now,
+            supervisor,
+        }
+    }
+}
+
+impl Worker {
+    /// What the worker's tasks share, with the queues, schedules and relays still to start;
+    /// outcomes go to `completer` when there is one, and `abandoned` turning `true` is a stop at
+    /// once.
+    fn into_parts(
+        self,
+        completer: Option<mpsc::Sender<Outcome>>,
+        abandoned: watch::Receiver<bool>,
+    ) -> (
+        Arc<Shared>,
+        BTreeMap<String, usize>,
+        Vec<Schedule>,
+        Vec<RelayTask>,
+    ) {
         crate::metrics::describe();
         let metrics = WorkerMetrics::new(
             self.registry.iter().map(|registration| registration.name),
@@ -580,19 +606,17 @@ impl Worker {
             stopped: watch::Sender::new(false),
             abandoned,
         });
-        let supervisor = tokio::spawn(supervise(
-            shared,
-            self.queues,
-            self.schedules,
-            self.relays,
-            requested,
-            outcomes,
-        ));
-        WorkerHandle {
-            request,
-            stop_now,
-            supervisor,
-        }
+        (shared, self.queues, self.schedules, self.relays)
+    }
+
+    /// What the worker's tasks would share, for running claimed jobs one by one in the caller's
+    /// task ([`executor::execute`]) with nothing started: outcomes are written as each run
+    /// ends, and nothing stops the runs. For the test helpers' drain.
+    #[cfg(feature = "testing")]
+    pub(crate) fn into_shared(self) -> Arc<Shared> {
+        // No stop at once can come: its sender is gone.
+        let (_never_abandoned, abandoned) = watch::channel(false);
+        self.into_parts(None, abandoned).0
     }
 }
 
