@@ -7,7 +7,8 @@ use std::time::Duration;
 use jobs::admin::{self, DeadFilter, JobState};
 use sqlx::postgres::PgListener;
 
-use crate::rows::JobRows;
+use jobs_testkit::{days, hours, JobRow, RowState};
+
 use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::bad_input;
 
@@ -24,17 +25,14 @@ fn ids(jobs: &[admin::JobRef]) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_job_is_listed_and_shown_with_its_whole_history() {
     let db = Db::new().await;
-    let dead = JobRows {
-        kind: "send_email",
-        queue: "email",
-        state: "dead",
-        errors: HISTORY,
-        finished_at: "now() - interval '2 hours'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows::default().insert(&db.pool).await;
+    let dead = JobRow::new("send_email")
+        .queue("email")
+        .state(RowState::Dead)
+        .finished_ago(hours(2))
+        .errors_json(HISTORY)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize").insert(&db.pool).await;
 
     let listed = admin::list_dead(&db.pool, &DeadFilter::all(), 0, 10)
         .await
@@ -77,15 +75,13 @@ async fn a_dead_job_is_listed_and_shown_with_its_whole_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_makes_dead_jobs_ready_keeps_their_history_and_wakes_the_queue() {
     let db = Db::new().await;
-    let dead = JobRows {
-        state: "dead",
-        queue: "email",
-        count: 2,
-        errors: HISTORY,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    let dead = JobRow::new("resize")
+        .queue("email")
+        .state(RowState::Dead)
+        .count(2)
+        .errors_json(HISTORY)
+        .insert(&db.pool)
+        .await;
     let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
     listener.listen("jobs_queue").await.unwrap();
 
@@ -159,36 +155,27 @@ async fn a_replayed_job_runs_again_from_its_first_attempt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_selects_by_id_kind_queue_and_age() {
     let db = Db::new().await;
-    let email = JobRows {
-        kind: "send_email",
-        queue: "email",
-        state: "dead",
-        count: 2,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    let old = JobRows {
-        state: "dead",
-        finished_at: "now() - interval '10 days'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    let recent = JobRows {
-        state: "dead",
-        count: 2,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    let other_queue = JobRows {
-        state: "dead",
-        queue: "bulk",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    let email = JobRow::new("send_email")
+        .queue("email")
+        .state(RowState::Dead)
+        .count(2)
+        .insert(&db.pool)
+        .await;
+    let old = JobRow::new("resize")
+        .state(RowState::Dead)
+        .finished_ago(days(10))
+        .insert(&db.pool)
+        .await;
+    let recent = JobRow::new("resize")
+        .state(RowState::Dead)
+        .count(2)
+        .insert(&db.pool)
+        .await;
+    let other_queue = JobRow::new("resize")
+        .queue("bulk")
+        .state(RowState::Dead)
+        .insert(&db.pool)
+        .await;
 
     let by_id = admin::replay(&db.pool, &DeadFilter::all().ids([email[1]]))
         .await
@@ -234,45 +221,35 @@ async fn replay_selects_by_id_kind_queue_and_age() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_skips_a_job_whose_active_dedupe_key_another_job_holds() {
     let db = Db::new().await;
-    let held = JobRows {
-        state: "dead",
-        dedupe: Some(("sync:1", "active")),
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    let holder = JobRows {
-        run_at: "now() + interval '1 hour'",
-        dedupe: Some(("sync:1", "active")),
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    let held = JobRow::new("resize")
+        .state(RowState::Dead)
+        .dedupe("sync:1", "active")
+        .insert(&db.pool)
+        .await;
+    let holder = JobRow::new("resize")
+        .due_in(hours(1))
+        .dedupe("sync:1", "active")
+        .insert(&db.pool)
+        .await;
     // Two dead jobs with the same key: the first comes back, the second would collide with it.
     let twins = [
-        JobRows {
-            state: "dead",
-            dedupe: Some(("sync:2", "active")),
-            ..JobRows::default()
-        }
-        .insert(&db.pool)
-        .await[0],
-        JobRows {
-            state: "dead",
-            dedupe: Some(("sync:2", "active")),
-            ..JobRows::default()
-        }
-        .insert(&db.pool)
-        .await[0],
+        JobRow::new("resize")
+            .state(RowState::Dead)
+            .dedupe("sync:2", "active")
+            .insert(&db.pool)
+            .await[0],
+        JobRow::new("resize")
+            .state(RowState::Dead)
+            .dedupe("sync:2", "active")
+            .insert(&db.pool)
+            .await[0],
     ];
     // A retained key is held by the dead row itself: replaying it breaks nothing.
-    let retained = JobRows {
-        state: "dead",
-        dedupe: Some(("receipt:1", "retained")),
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    let retained = JobRow::new("resize")
+        .state(RowState::Dead)
+        .dedupe("receipt:1", "retained")
+        .insert(&db.pool)
+        .await;
 
     let report = admin::replay(&db.pool, &DeadFilter::all()).await.unwrap();
     assert_eq!(ids(&report.replayed), [twins[0], retained[0]]);
@@ -295,34 +272,27 @@ async fn replay_skips_a_job_whose_active_dedupe_key_another_job_holds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn previews_foretell_replay_and_discard_and_change_nothing() {
     let db = Db::new().await;
-    let holder = JobRows {
-        run_at: "now() + interval '1 hour'",
-        dedupe: Some(("sync:1", "active")),
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    let holder = JobRow::new("resize")
+        .due_in(hours(1))
+        .dedupe("sync:1", "active")
+        .insert(&db.pool)
+        .await;
     for (key, scope) in [
         ("sync:1", "active"),
         ("sync:2", "active"),
         ("sync:2", "active"),
         ("receipt:1", "retained"),
     ] {
-        JobRows {
-            state: "dead",
-            dedupe: Some((key, scope)),
-            ..JobRows::default()
-        }
+        JobRow::new("resize")
+            .state(RowState::Dead)
+            .dedupe(key, scope)
+            .insert(&db.pool)
+            .await;
+    }
+    JobRow::new("other")
+        .state(RowState::Dead)
         .insert(&db.pool)
         .await;
-    }
-    JobRows {
-        state: "dead",
-        kind: "other",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
     let filter = DeadFilter::all().kind("resize");
 
     let discard = admin::preview_discard(&db.pool, &filter).await.unwrap();
@@ -357,36 +327,27 @@ async fn previews_foretell_replay_and_discard_and_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_deletes_only_the_dead_jobs_that_match() {
     let db = Db::new().await;
-    let old = JobRows {
-        state: "dead",
-        count: 2,
-        finished_at: "now() - interval '10 days'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    let recent = JobRows {
-        state: "dead",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    let other_kind = JobRows {
-        kind: "send_email",
-        state: "dead",
-        finished_at: "now() - interval '10 days'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "done",
-        finished_at: "now() - interval '10 days'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows::default().insert(&db.pool).await;
+    let old = JobRow::new("resize")
+        .state(RowState::Dead)
+        .count(2)
+        .finished_ago(days(10))
+        .insert(&db.pool)
+        .await;
+    let recent = JobRow::new("resize")
+        .state(RowState::Dead)
+        .insert(&db.pool)
+        .await;
+    let other_kind = JobRow::new("send_email")
+        .state(RowState::Dead)
+        .finished_ago(days(10))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Done)
+        .finished_ago(days(10))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize").insert(&db.pool).await;
 
     let filter = DeadFilter::all()
         .kind("resize")

@@ -7,52 +7,41 @@ use jobs::admin::{Retention, RetentionConfig};
 use jobs::postgres::__private::sql;
 use jobs::{Worker, WorkerConfig, WorkerError};
 
-use crate::rows::JobRows;
-use crate::support::{fast_config, start_worker, wait_until, Db};
+use jobs_testkit::{days, JobRow, RowState};
 
-const EIGHT_DAYS_AGO: &str = "now() - interval '8 days'";
+use crate::support::{fast_config, start_worker, wait_until, Db};
 
 /// Old done and cancelled rows to delete, and rows that must stay; returns the count to delete.
 async fn fill(db: &Db) -> i64 {
-    JobRows {
-        state: "done",
-        count: 2_450,
-        finished_at: EIGHT_DAYS_AGO,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "cancelled",
-        count: 50,
-        finished_at: EIGHT_DAYS_AGO,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("resize")
+        .state(RowState::Done)
+        .count(2_450)
+        .finished_ago(days(8))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Cancelled)
+        .count(50)
+        .finished_ago(days(8))
+        .insert(&db.pool)
+        .await;
     // Kept: dead whatever their age, finished recently, not finished.
-    JobRows {
-        state: "dead",
-        count: 3,
-        finished_at: EIGHT_DAYS_AGO,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "done",
-        count: 5,
-        finished_at: "now() - interval '6 days'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        run_at: EIGHT_DAYS_AGO,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("resize")
+        .state(RowState::Dead)
+        .count(3)
+        .finished_ago(days(8))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Done)
+        .count(5)
+        .finished_ago(days(6))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .due_for(days(8))
+        .insert(&db.pool)
+        .await;
     2_500
 }
 

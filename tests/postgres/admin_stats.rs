@@ -6,77 +6,57 @@ use std::time::{Duration, Instant};
 use jobs::admin::{self, Counts, RetainedCounts, EXACT_RETAINED_BOUND};
 use jobs::postgres::__private::sql;
 
-use crate::rows::JobRows;
+use jobs_testkit::{hours, minutes, JobRow, RowState};
+
 use crate::support::{plan_nodes, scans_of, Db};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_states_are_counted_exactly_per_queue_and_kind() {
     let db = Db::new().await;
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        count: 3,
-        run_at: "now() - interval '10 minutes'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        count: 2,
-        run_at: "now() + interval '1 hour'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        state: "running",
-        count: 4,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        state: "running",
-        lease_expires_at: "now() - interval '2 minutes'",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        state: "dead",
-        count: 2,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "dead",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "done",
-        count: 40,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "cancelled",
-        count: 5,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .count(3)
+        .due_for(minutes(10))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .count(2)
+        .due_in(hours(1))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .state(RowState::Running)
+        .count(4)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .state(RowState::Running)
+        .lease_expired_for(minutes(2))
+        .insert(&db.pool)
+        .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .state(RowState::Dead)
+        .count(2)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Dead)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Done)
+        .count(40)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Cancelled)
+        .count(5)
+        .insert(&db.pool)
+        .await;
     sqlx::query("ANALYZE jobs_queue")
         .execute(&db.pool)
         .await
@@ -141,27 +121,18 @@ async fn a_new_table_counts_its_finished_jobs_before_any_analyze() {
     assert_eq!(stats.total(), Counts::default());
 
     // Right after a first run: every job done, the table never analyzed.
-    JobRows {
-        state: "done",
-        count: 3,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        state: "cancelled",
-        count: 2,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("resize")
+        .state(RowState::Done)
+        .count(3)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .state(RowState::Cancelled)
+        .count(2)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize").insert(&db.pool).await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.retained, RetainedCounts::Counted);
     assert_eq!(stats.analyzed_ago, None, "never analyzed");
@@ -192,13 +163,11 @@ async fn a_new_table_counts_its_finished_jobs_before_any_analyze() {
 async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
     let db = Db::new().await;
     without_autovacuum(&db).await;
-    JobRows {
-        state: "done",
-        count: EXACT_RETAINED_BOUND,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("resize")
+        .state(RowState::Done)
+        .count(EXACT_RETAINED_BOUND)
+        .insert(&db.pool)
+        .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(
         stats.retained,
@@ -207,12 +176,10 @@ async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
     );
     assert_eq!(stats.total().done, EXACT_RETAINED_BOUND.unsigned_abs());
 
-    JobRows {
-        state: "cancelled",
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("resize")
+        .state(RowState::Cancelled)
+        .insert(&db.pool)
+        .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.retained, RetainedCounts::Unknown);
     assert_eq!((stats.total().done, stats.total().cancelled), (0, 0));
@@ -253,28 +220,21 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
     .execute(&db.pool)
     .await
     .unwrap();
-    JobRows {
-        kind: "send_email",
-        queue: "email",
-        count: 20,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "running",
-        count: 4,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
-    JobRows {
-        state: "dead",
-        count: 3,
-        ..JobRows::default()
-    }
-    .insert(&db.pool)
-    .await;
+    JobRow::new("send_email")
+        .queue("email")
+        .count(20)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Running)
+        .count(4)
+        .insert(&db.pool)
+        .await;
+    JobRow::new("resize")
+        .state(RowState::Dead)
+        .count(3)
+        .insert(&db.pool)
+        .await;
     sqlx::query("ANALYZE jobs_queue")
         .execute(&db.pool)
         .await

@@ -2,7 +2,6 @@
 //! in parallel. Waiting is done by polling a condition with a deadline, never by sleeping.
 
 mod logs;
-mod rows;
 mod support;
 mod test_jobs;
 

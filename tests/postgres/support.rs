@@ -1,8 +1,7 @@
 //! Shared test support: a migrated database per test, workers with fast settings, polling with
 //! a deadline, and typed views of job rows.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jobs::postgres::testing::TestDatabase;
 use jobs::{JobId, Worker, WorkerConfig, WorkerHandle};
@@ -106,21 +105,7 @@ pub fn start_worker(pool: &PgPool, kinds: &[&str], config: WorkerConfig) -> Work
         .start()
 }
 
-/// Polls `condition` every 20 ms until it holds; panics after 20 s naming what it waited for.
-pub async fn wait_until<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if condition().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use jobs_testkit::wait_until;
 
 /// A job row, as tests look at it.
 #[derive(Debug, sqlx::FromRow)]

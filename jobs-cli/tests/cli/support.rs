@@ -1,8 +1,7 @@
 //! Running the built `jobs` binary against a fresh database.
 
-use std::future::Future;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jobs::postgres::testing::TestDatabase;
 use sqlx::PgPool;
@@ -130,18 +129,4 @@ pub async fn run(args: &[&str], database_url: Option<&str>) -> Run {
     }
 }
 
-/// Polls `condition` every 20 ms until it holds; panics after 20 s naming what it waited for.
-pub async fn wait_until<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if condition().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use jobs_testkit::wait_until;

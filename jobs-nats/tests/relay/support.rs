@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
 use jobs_nats::testing::{create_stream, stored_messages, unique_name, StoredMessage};
@@ -268,19 +268,4 @@ where
     running.await.expect("relay task");
 }
 
-/// Polls `condition` every 20 ms until it holds; panics after `within` naming what it waited
-/// for.
-pub async fn wait_until<F, Fut>(what: &str, within: Duration, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if condition().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use jobs_testkit::wait_until_within as wait_until;

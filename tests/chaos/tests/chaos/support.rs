@@ -218,30 +218,21 @@ pub async fn kill_victims(
     (steady, victim, done)
 }
 
-/// Polls `condition` every 20 ms until it holds; after `limit`, panics naming what it waited
-/// for, with the tails of the workers' logs.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, workers: &[&Worker], mut condition: F)
+/// Polls `condition` until it holds; after `limit`, panics naming what it waited for, with the
+/// tails of the workers' logs.
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, workers: &[&Worker], condition: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if condition().await {
-            return;
-        }
-        if Instant::now() >= deadline {
-            let logs: Vec<String> = workers
-                .iter()
-                .map(|worker| format!("--- {} ---\n{}", worker.name, worker.log_tail(40)))
-                .collect();
-            panic!(
-                "timed out after {limit:?} waiting for {what}\n{}",
-                logs.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    jobs_testkit::wait_until_or(what, limit, condition, || {
+        workers
+            .iter()
+            .map(|worker| format!("--- {} ---\n{}", worker.name, worker.log_tail(40)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+    .await;
 }
 
 /// A chaos worker process, killed when dropped.

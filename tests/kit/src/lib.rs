@@ -1,0 +1,9 @@
+//! What the workspace's own test suites share (not shipped): polling a condition with a
+//! deadline instead of sleeping, and job rows in any state written straight to the table, typed
+//! (durations, not SQL text).
+
+mod job_row;
+mod wait;
+
+pub use job_row::{days, hours, minutes, JobRow, RowState};
+pub use wait::{wait_until, wait_until_or, wait_until_within, DEFAULT_WAIT};
