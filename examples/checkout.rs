@@ -14,8 +14,7 @@
 //!    trade: a rare duplicate rather than an email never sent.
 //!
 //! Run it with `cargo run --example checkout`. It uses the PostgreSQL at `DATABASE_URL`, else
-//! the local one, else a throwaway cluster it starts itself, in a scratch database it drops at
-//! the end.
+//! the local one, in a scratch database it drops at the end.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

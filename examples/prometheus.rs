@@ -8,8 +8,8 @@
 //! Pass `--serve` to keep serving (and running the worker) until ctrl-c.
 //!
 //! Run it with `cargo run --example prometheus`. Like the signup example, it uses the
-//! PostgreSQL at `DATABASE_URL`, else the local one, else a throwaway cluster it starts itself,
-//! and works in a scratch database that it drops at the end.
+//! PostgreSQL at `DATABASE_URL`, else the local one, and works in a scratch database that it
+//! drops at the end.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

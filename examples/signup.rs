@@ -5,8 +5,7 @@
 //! with its error kept; and a sign-up that rolls back leaves no job behind.
 //!
 //! Run it with `cargo run --example signup`. It uses the PostgreSQL at `DATABASE_URL`, else the
-//! local one, else a throwaway cluster it starts itself, and works in a scratch database that it
-//! drops at the end.
+//! local one, and works in a scratch database that it drops at the end.
 //!
 //! Its tests (`cargo test --example signup`) show how an application tests its jobs with
 //! `jobs::testing`: what a sign-up enqueued, what each job decides when run inline, and how the

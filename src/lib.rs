@@ -91,9 +91,8 @@ pub mod postgres {
     pub use jobs_postgres::*;
 }
 
-/// Support for tests: a fresh (migrated) database per test, a throwaway PostgreSQL when none
-/// runs, typed checks of what a transaction enqueued, and jobs run inline. See the README's
-/// "Testing your jobs".
+/// Support for tests: a fresh (migrated) database per test, typed checks of what a transaction
+/// enqueued, and jobs run inline. See the README's "Testing your jobs".
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use jobs_postgres::testing::*;

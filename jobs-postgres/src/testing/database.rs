@@ -84,9 +84,8 @@ pub enum TestDatabaseError {
 /// A new, empty database with a unique name, dropped when this is dropped.
 ///
 /// [`create`](Self::create) creates it on the server of
-/// [`server_url`](super::server_url) (`DATABASE_URL`, a local server, or the
-/// process-wide throwaway cluster); [`create_on`](Self::create_on) on a
-/// given server, e.g. a [`ThrowawayCluster`](super::ThrowawayCluster).
+/// [`server_url`](super::server_url) (`DATABASE_URL` or a local server);
+/// [`create_on`](Self::create_on) on a given server.
 /// Names look like `jobs_test_<pid>_<counter>_<random>`, so tests can run in
 /// parallel, in one or in several processes.
 ///

@@ -8,8 +8,6 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
-use super::cluster::{ClusterError, ThrowawayCluster};
-
 /// Environment variable naming the server to use, as a URL of an admin database.
 pub const DATABASE_URL_VAR: &str = "DATABASE_URL";
 
@@ -20,26 +18,20 @@ const SOCKET_DIRS: [&str; 3] = ["/var/run/postgresql", "/run/postgresql", "/tmp"
 /// Time allowed to the probe of local servers as a whole.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The URL [`server_url`] settled on (a local server or the throwaway cluster).
+/// The URL [`server_url`] settled on (the first local server that answered).
 static RESOLVED: OnceCell<String> = OnceCell::const_new();
-/// The process-wide throwaway cluster; never dropped: its watchdog cleans up at exit.
-static SHARED_CLUSTER: OnceCell<ThrowawayCluster> = OnceCell::const_new();
 
 /// Errors of [`server_url`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
-    /// No server was found and none can be started.
+    /// No server was found.
     #[error(
-        "no PostgreSQL server to test against: DATABASE_URL is not set, no server accepted a \
-         connection on 127.0.0.1:5432 or /var/run/postgresql, and no PostgreSQL server binaries \
-         (initdb, postgres) were found to start a throwaway one; install PostgreSQL (e.g. \
-         `apt-get install postgresql`) or set DATABASE_URL=postgres://user@host:port/db"
+        "no PostgreSQL server to test against: DATABASE_URL is not set and no server accepted a \
+         connection on 127.0.0.1:5432 or /var/run/postgresql; start PostgreSQL (installed with \
+         e.g. `apt-get install postgresql`) or set DATABASE_URL=postgres://user@host:port/db"
     )]
     NoPostgres,
-    /// Server binaries were found, but the throwaway cluster could not be started.
-    #[error("could not start a throwaway PostgreSQL cluster: {0}")]
-    Cluster(#[from] ClusterError),
 }
 
 /// URL of a PostgreSQL server to create test databases on; its database is
@@ -53,45 +45,25 @@ pub enum ServerError {
 ///    `/tmp`, as `$PGUSER`, `$USER`, `$LOGNAME`, `postgres` or `root`,
 ///    database `postgres`; the first (in that order) that accepts a
 ///    connection within 2 s and whose user may create databases.
-/// 3. A throwaway cluster started once per process and shared by all callers
-///    (see [`throwaway_server_url`]).
 ///
-/// The result of steps 2 and 3 is cached for the life of the process.
+/// Without either, [`ServerError::NoPostgres`], which says what to start or set. The result of
+/// step 2 is cached for the life of the process.
 pub async fn server_url() -> Result<String, ServerError> {
     if let Some(url) = database_url_from_env() {
         return Ok(url);
     }
     RESOLVED
         .get_or_try_init(|| async {
-            if let Some(url) = probe_local_servers().await {
-                tracing::debug!(%url, "using the local PostgreSQL server");
-                return Ok(url);
+            match probe_local_servers().await {
+                Some(url) => {
+                    tracing::debug!(%url, "using the local PostgreSQL server");
+                    Ok(url)
+                }
+                None => Err(ServerError::NoPostgres),
             }
-            throwaway_server_url().await
         })
         .await
         .cloned()
-}
-
-/// URL of the process-wide throwaway cluster (see [`ThrowawayCluster`]),
-/// started on first use and shared by all callers in the process; it skips
-/// `DATABASE_URL` and local servers. [`server_url`] falls back to it.
-///
-/// The cluster lives until the process exits (its watchdog then stops it and
-/// removes its files). Callers must not stop it: use a [`ThrowawayCluster`]
-/// of your own to test outages.
-pub async fn throwaway_server_url() -> Result<String, ServerError> {
-    let cluster = SHARED_CLUSTER
-        .get_or_try_init(|| async {
-            ThrowawayCluster::start()
-                .await
-                .map_err(|error| match error {
-                    ClusterError::BinariesNotFound => ServerError::NoPostgres,
-                    other => ServerError::Cluster(other),
-                })
-        })
-        .await?;
-    Ok(cluster.url())
 }
 
 fn database_url_from_env() -> Option<String> {

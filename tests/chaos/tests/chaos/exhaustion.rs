@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::postgres::testing::ThrowawayCluster;
 use jobs::JobId;
 use jobs_chaos::{chaos_job, APPLICATION_NAME};
+use jobs_testkit::ThrowawayCluster;
 use sqlx::{ConnectOptions, Connection, PgConnection};
 
 use crate::support::{secs, serial, ChaosDb, Figures, Worker};

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::postgres::testing::ThrowawayCluster;
 use jobs::JobId;
 use jobs_chaos::chaos_job;
+use jobs_testkit::ThrowawayCluster;
 
 use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
 
