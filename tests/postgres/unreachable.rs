@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use std::str::FromStr;
 
-use jobs::{Worker, WorkerError};
+use jobs::{Worker, WorkerError, WorkerHandle};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 use tokio::net::{TcpListener, TcpStream};
@@ -202,9 +202,9 @@ impl Proxy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_cut_off_from_the_database_says_why_at_once() {
-    logs();
+/// A worker whose pool reaches the test database through a [`Proxy`] (sqlx's default acquire
+/// timeout, 30 s, and the default grace period, 30 s), once it has run a job through it.
+async fn worker_through_proxy() -> (Db, Proxy, WorkerHandle) {
     let db = Db::new().await;
     let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
     let proxy = Proxy::to(Target::of(&direct)).await;
@@ -232,6 +232,13 @@ async fn a_worker_cut_off_from_the_database_says_why_at_once() {
         .unwrap()
         .id();
     db.wait_for_state(id, "done").await;
+    (db, proxy, worker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_from_the_database_says_why_at_once() {
+    logs();
+    let (db, proxy, worker) = worker_through_proxy().await;
 
     proxy.cut();
     let deadline = Instant::now() + PROMPTLY;
@@ -253,34 +260,7 @@ async fn a_worker_cut_off_from_the_database_says_why_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_during_an_outage_with_no_job_running_ends_at_once() {
     logs();
-    let db = Db::new().await;
-    let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
-    let proxy = Proxy::to(Target::of(&direct)).await;
-    let mut options = PgConnectOptions::new()
-        .host("127.0.0.1")
-        .port(proxy.port)
-        .username(direct.get_username());
-    if let Some(database) = direct.get_database() {
-        options = options.database(database);
-    }
-    // sqlx's default acquire timeout (30 s) and the default grace period (30 s).
-    let through_proxy = PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await
-        .expect("connect through the proxy");
-    let worker = Worker::builder(through_proxy)
-        .kinds(["record_run"])
-        .state(db.pool.clone())
-        .config(fast_config())
-        .build()
-        .expect("worker builds")
-        .start();
-    let id = record_run::enqueue(&db.pool, "before the cut".to_owned())
-        .await
-        .unwrap()
-        .id();
-    db.wait_for_state(id, "done").await;
+    let (db, proxy, worker) = worker_through_proxy().await;
 
     proxy.cut();
     // Two failed reconnections of LISTEN: by then the queue's claim loop (polling every 50 ms)

@@ -1,6 +1,7 @@
 //! Dead jobs: counting, listing, showing, replaying and discarding them.
 
 use jobs_core::JobId;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
@@ -210,9 +211,23 @@ macro_rules! bind_selection {
     };
 }
 
-/// A row limit as the statements bind it.
-fn limit_param(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
+/// The rows `statement` returns for the dead jobs `selection` selects with an id above `after`,
+/// up to `limit`: every batch statement of dead letters binds the same parameters.
+async fn batch_of<R>(
+    pool: &PgPool,
+    statement: &'static str,
+    selection: &DeadSelection<'_>,
+    after: JobId,
+    limit: usize,
+) -> Result<Vec<R>, sqlx::Error>
+where
+    R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+{
+    bind_selection!(sqlx::query_as(statement), selection)
+        .bind(after)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(pool)
+        .await
 }
 
 /// One dead job as [`LIST_DEAD`] returns it.
@@ -257,11 +272,7 @@ pub(crate) async fn list_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<DeadJobRow>, sqlx::Error> {
-    bind_selection!(sqlx::query_as(LIST_DEAD), selection)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await
+    batch_of(pool, LIST_DEAD, selection, after, limit).await
 }
 
 /// Job `id` with its whole error history, whatever its state.
@@ -283,11 +294,7 @@ pub(crate) async fn replay_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    bind_selection!(sqlx::query_as(REPLAY_DEAD), selection)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await
+    batch_of(pool, REPLAY_DEAD, selection, after, limit).await
 }
 
 /// What [`replay_dead`] would select and skip, changing nothing.
@@ -297,11 +304,7 @@ pub(crate) async fn preview_replay_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    bind_selection!(sqlx::query_as(PREVIEW_REPLAY_DEAD), selection)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await
+    batch_of(pool, PREVIEW_REPLAY_DEAD, selection, after, limit).await
 }
 
 /// Deletes up to `limit` dead jobs `selection` selects with an id above `after`; returns them,
@@ -312,11 +315,7 @@ pub(crate) async fn discard_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<JobRef>, sqlx::Error> {
-    bind_selection!(sqlx::query_as(DISCARD_DEAD), selection)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await
+    batch_of(pool, DISCARD_DEAD, selection, after, limit).await
 }
 
 /// What [`discard_dead`] would delete, by id, changing nothing.
@@ -326,9 +325,5 @@ pub(crate) async fn preview_discard_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<JobRef>, sqlx::Error> {
-    bind_selection!(sqlx::query_as(PREVIEW_DISCARD_DEAD), selection)
-        .bind(after)
-        .bind(limit_param(limit))
-        .fetch_all(pool)
-        .await
+    batch_of(pool, PREVIEW_DISCARD_DEAD, selection, after, limit).await
 }
