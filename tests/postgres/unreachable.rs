@@ -238,7 +238,7 @@ async fn worker_through_proxy() -> (Db, Proxy, WorkerHandle) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_cut_off_from_the_database_says_why_at_once() {
     logs();
-    let (db, proxy, worker) = worker_through_proxy().await;
+    let (_db, proxy, worker) = worker_through_proxy().await;
 
     proxy.cut();
     let deadline = Instant::now() + PROMPTLY;
@@ -260,7 +260,7 @@ async fn a_worker_cut_off_from_the_database_says_why_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_during_an_outage_with_no_job_running_ends_at_once() {
     logs();
-    let (db, proxy, worker) = worker_through_proxy().await;
+    let (_db, proxy, worker) = worker_through_proxy().await;
 
     proxy.cut();
     // Two failed reconnections of LISTEN: by then the queue's claim loop (polling every 50 ms)
