@@ -221,28 +221,34 @@ impl JobContext {
     /// A key that is the same on every attempt of this job, for external providers'
     /// idempotency headers (`Idempotency-Key`, a message id).
     ///
-    /// - With a dedupe key: `kind:key:<dedupe key>`, the same for every job holding that key.
-    ///   A key longer than the 255 bytes providers accept, or with characters outside printable
-    ///   ASCII, is replaced by its digest: `kind:key-sha256:<64 hex digits>`.
-    /// - Without: `kind:job:<id>:<microseconds since 1970 when enqueued>`. The enqueue time
+    /// - With a dedupe key: `kind#key:<dedupe key>`, the same for every job holding that key.
+    ///   When that would be longer than the 255 bytes providers accept, or the key has
+    ///   characters outside printable ASCII, the key is replaced by its digest:
+    ///   `kind#key-sha256:<64 hex digits>`.
+    /// - Without: `kind#job:<id>:<microseconds since 1970 when enqueued>`. The enqueue time
     ///   keeps the key unique beyond one database: ids repeat after a restore to an earlier
     ///   point, an identity reset, or in another database sending to the same provider.
     ///
-    /// Always printable ASCII, at most 255 bytes (kind names are at most 128). The two forms
-    /// never meet, so a job without a dedupe key never shares a key with one that has one.
+    /// Always printable ASCII, at most 255 bytes (kind names are at most 128). `#` cannot occur
+    /// in a kind name, so the kind ends at the first one and the keys of two kinds never meet
+    /// (kind names may hold `:`); after it, the forms never meet either.
     pub fn idempotency_key(&self) -> String {
         match (&self.dedupe_key, self.enqueued_at) {
-            (Some(key), _) if key.len() <= KEY_ROOM && is_header_safe(key) => {
-                format!("{}:key:{key}", self.kind)
+            (Some(key), _) => {
+                let plain = format!("{}#key:{key}", self.kind);
+                if plain.len() <= MAX_IDEMPOTENCY_KEY_BYTES && is_header_safe(key) {
+                    plain
+                } else {
+                    format!("{}#key-sha256:{}", self.kind, sha256_hex(key))
+                }
             }
-            (Some(key), _) => format!("{}:key-sha256:{}", self.kind, sha256_hex(key)),
             (None, Some(enqueued_at)) => format!(
-                "{}:job:{}:{}",
+                "{}#job:{}:{}",
                 self.kind,
                 self.id,
                 enqueued_at.timestamp_micros()
             ),
-            (None, None) => format!("{}:job:{}", self.kind, self.id),
+            (None, None) => format!("{}#job:{}", self.kind, self.id),
         }
     }
 
@@ -259,9 +265,8 @@ impl JobContext {
     }
 }
 
-/// The longest dedupe key [`JobContext::idempotency_key`] writes as it is: 255 bytes less the
-/// longest kind name (128) and the `:key:` between them.
-const KEY_ROOM: usize = 255 - crate::name::MAX_NAME_LEN - ":key:".len();
+/// The longest key [`JobContext::idempotency_key`] writes: what payment providers accept.
+const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
 
 /// Whether `text` is printable ASCII, which every header and provider accepts.
 fn is_header_safe(text: &str) -> bool {
@@ -296,14 +301,18 @@ mod tests {
             Duration::ZERO,
             rx,
         );
-        assert_eq!(keyed.idempotency_key(), "pay:key:o:1");
+        assert_eq!(keyed.idempotency_key(), "pay#key:o:1");
     }
 
     fn context(id: JobId, dedupe_key: Option<&str>) -> JobContext {
+        context_of("pay", id, dedupe_key)
+    }
+
+    fn context_of(kind: &'static str, id: JobId, dedupe_key: Option<&str>) -> JobContext {
         let (_tx, rx) = watch::channel(false);
         JobContext::new(
             id,
-            "pay",
+            kind,
             "q".into(),
             1,
             8,
@@ -318,7 +327,7 @@ mod tests {
         let enqueued_at = DateTime::from_timestamp_micros(1_764_555_361_123_456).unwrap();
         let restored = DateTime::from_timestamp_micros(1_764_555_999_000_001).unwrap();
         let original = context(7, None).with_enqueued_at(enqueued_at);
-        assert_eq!(original.idempotency_key(), "pay:job:7:1764555361123456");
+        assert_eq!(original.idempotency_key(), "pay#job:7:1764555361123456");
         // Id 7 issued again (a restore, an identity reset, another database): another key.
         let reissued = context(7, None).with_enqueued_at(restored);
         assert_ne!(original.idempotency_key(), reissued.idempotency_key());
@@ -333,10 +342,31 @@ mod tests {
     }
 
     #[test]
+    fn the_idempotency_keys_of_two_kinds_never_meet() {
+        // Kind names may hold `:`: `pay` keyed `key:x` and `pay:key` keyed `x` read alike
+        // unless the kind ends where no kind name can go on.
+        let enqueued_at = DateTime::from_timestamp_micros(5).unwrap();
+        let pairs = [
+            (
+                context_of("pay", 1, Some("key:x")),
+                context_of("pay:key", 1, Some("x")),
+            ),
+            (
+                context_of("pay", 1, Some("job:7:5")),
+                context_of("pay:key", 7, None).with_enqueued_at(enqueued_at),
+            ),
+        ];
+        for (one, other) in pairs {
+            assert_ne!(one.idempotency_key(), other.idempotency_key());
+        }
+    }
+
+    #[test]
     fn long_or_unprintable_dedupe_keys_become_a_digest_within_255_bytes() {
         let longest_kind: &'static str = "k".repeat(crate::name::MAX_NAME_LEN).leak();
         let (_tx, rx) = watch::channel(false);
-        let fits = "x".repeat(KEY_ROOM);
+        let fits =
+            "x".repeat(MAX_IDEMPOTENCY_KEY_BYTES - crate::name::MAX_NAME_LEN - "#key:".len());
         let at_room = JobContext::new(
             1,
             longest_kind,
@@ -349,13 +379,22 @@ mod tests {
         );
         assert_eq!(at_room.idempotency_key().len(), 255);
         assert!(at_room.idempotency_key().ends_with(&fits));
-        let long = context(1, Some(&"x".repeat(KEY_ROOM + 1)));
+        let one_byte_over = "x".repeat(MAX_IDEMPOTENCY_KEY_BYTES - "pay#key:".len() + 1);
+        let fits_after_a_short_kind = "x".repeat(MAX_IDEMPOTENCY_KEY_BYTES - "pay#key:".len());
+        assert_eq!(
+            context(1, Some(&fits_after_a_short_kind))
+                .idempotency_key()
+                .len(),
+            MAX_IDEMPOTENCY_KEY_BYTES,
+            "a key that fits is sent as it is"
+        );
+        let long = context(1, Some(&one_byte_over));
         let unprintable = context(1, Some("line\nbreak"));
         let accented = context(1, Some("caf\u{e9}"));
         for ctx in [long, unprintable, accented] {
             let key = ctx.idempotency_key();
-            assert!(key.starts_with("pay:key-sha256:"), "{key}");
-            assert_eq!(key.len(), "pay:key-sha256:".len() + 64);
+            assert!(key.starts_with("pay#key-sha256:"), "{key}");
+            assert_eq!(key.len(), "pay#key-sha256:".len() + 64);
             assert!(is_header_safe(&key));
         }
         assert_ne!(

@@ -333,11 +333,11 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    let plain_key = format!("charge:job:{plain}:{enqueued_micros}");
+    let plain_key = format!("charge#job:{plain}:{enqueued_micros}");
     assert_eq!(keys_of(plain).await, [plain_key.as_str(); 3]);
     assert_eq!(
         keys_of(keyed).await,
-        ["keyed_charge:key:charge:3", "keyed_charge:key:charge:3"]
+        ["keyed_charge#key:charge:3", "keyed_charge#key:charge:3"]
     );
 }
 
