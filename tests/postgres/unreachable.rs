@@ -39,6 +39,18 @@ fn is_refused(text: &str) -> bool {
     text.to_lowercase().contains("connection refused")
 }
 
+/// Waits until a log line about `needle` (an address) says "connection refused"; panics after
+/// [`PROMPTLY`] with the lines about it.
+async fn wait_for_refusal_logged(needle: &str) {
+    jobs_testkit::wait_until_or(
+        &format!("\"connection refused\" about {needle}"),
+        PROMPTLY,
+        || async { logged_about(needle).iter().any(|line| is_refused(line)) },
+        || format!("{:?}", logged_about(needle)),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_connection_names_the_cause_at_once() {
     let pool = pool_to_nowhere(closed_port());
@@ -71,19 +83,7 @@ async fn a_worker_that_cannot_reach_the_database_says_why_and_stops_at_once() {
     }));
 
     // It says why at the first failure, naming the address.
-    let deadline = Instant::now() + PROMPTLY;
-    let needle = format!("127.0.0.1:{port}");
-    loop {
-        let lines = logged_about(&needle);
-        if lines.iter().any(|line| is_refused(line)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no \"connection refused\" about {needle} within {PROMPTLY:?}: {lines:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_refusal_logged(&format!("127.0.0.1:{port}")).await;
 
     // Asked to stop during the outage, it does so at once, and says it never reached the
     // database, with the cause.
@@ -112,15 +112,7 @@ async fn a_started_worker_that_never_reached_the_database_says_so_when_shut_down
         .build()
         .expect("worker builds")
         .start();
-    let needle = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + PROMPTLY;
-    while !logged_about(&needle).iter().any(|line| is_refused(line)) {
-        assert!(
-            Instant::now() < deadline,
-            "no \"connection refused\" about {needle}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_refusal_logged(&format!("127.0.0.1:{port}")).await;
 
     // The handle's answer is the run's answer: an application that started the worker and
     // shut it down learns it never reached the database, and can exit non-zero.
@@ -241,19 +233,7 @@ async fn a_worker_cut_off_from_the_database_says_why_at_once() {
     let (_db, proxy, worker) = worker_through_proxy().await;
 
     proxy.cut();
-    let deadline = Instant::now() + PROMPTLY;
-    let needle = format!("127.0.0.1:{}", proxy.port);
-    loop {
-        let lines = logged_about(&needle);
-        if lines.iter().any(|line| is_refused(line)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no \"connection refused\" about {needle} within {PROMPTLY:?}: {lines:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_refusal_logged(&format!("127.0.0.1:{}", proxy.port)).await;
     worker.stop_now().await.expect("the worker stops");
 }
 
