@@ -4,6 +4,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use jobs::postgres::testing::TestDatabase;
+use jobs_testkit::{JobRow, RowState};
 use sqlx::PgPool;
 
 /// The binary under test.
@@ -51,31 +52,31 @@ impl Db {
             .unwrap_or_else(|error| panic!("{query}: {error}"))
     }
 
-    /// Inserts `count` jobs of `kind` in `queue` and `state`; `extra` is `column = SQL value`
-    /// pairs, comma-separated, overriding the defaults. Returns their ids.
+    /// Inserts `count` jobs of `kind` in `queue` and `state`, with one attempt allowed; a dead
+    /// job keeps one permanent error. Returns their ids.
     pub async fn insert(&self, count: i64, kind: &str, queue: &str, state: &str) -> Vec<i64> {
-        let statement = "
-            INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
-                                    lease_token, lease_expires_at, finished_at, errors)
-            SELECT $1, $2, jsonb_build_object('n', n), $3, 1, 1,
-                   CASE WHEN $3 = 'running' THEN gen_random_uuid() END,
-                   CASE WHEN $3 = 'running' THEN now() + interval '30 seconds' END,
-                   CASE WHEN $3 IN ('done', 'dead', 'cancelled') THEN now() END,
-                   CASE WHEN $3 = 'dead' THEN jsonb_build_array(jsonb_build_object(
-                       'attempt', 1, 'at', now(), 'kind', 'permanent', 'error', 'no such user'))
-                        ELSE '[]'::jsonb END
-            FROM generate_series(1, $4) AS n
-            RETURNING id";
-        let mut ids: Vec<i64> = sqlx::query_scalar(statement)
-            .bind(kind)
-            .bind(queue)
-            .bind(state)
-            .bind(count)
-            .fetch_all(&self.pool)
-            .await
-            .expect("insert jobs");
-        ids.sort_unstable();
-        ids
+        let state = match state {
+            "ready" => RowState::Ready,
+            "running" => RowState::Running,
+            "dead" => RowState::Dead,
+            "done" => RowState::Done,
+            "cancelled" => RowState::Cancelled,
+            other => panic!("no such state: {other}"),
+        };
+        let mut rows = JobRow::new(kind)
+            .queue(queue)
+            .state(state)
+            .count(count)
+            .max_attempts(1);
+        if state == RowState::Dead {
+            rows = rows.errors(serde_json::json!([{
+                "attempt": 1,
+                "at": chrono::Utc::now().to_rfc3339(),
+                "kind": "permanent",
+                "error": "no such user",
+            }]));
+        }
+        rows.insert(&self.pool).await
     }
 }
 

@@ -42,6 +42,8 @@ pub struct JobRow {
     queue: String,
     state: RowState,
     count: i64,
+    /// Attempts allowed in all.
+    max_attempts: i32,
     /// Seconds from now until due (negative: due that long ago).
     due_in_secs: f64,
     /// For running rows: seconds from now until the lease expires (negative: expired).
@@ -62,6 +64,7 @@ impl JobRow {
             queue: String::from("default"),
             state: RowState::Ready,
             count: 1,
+            max_attempts: 8,
             due_in_secs: 0.0,
             lease_left_secs: 30.0,
             finished_ago_secs: 0.0,
@@ -85,6 +88,12 @@ impl JobRow {
     /// `count` rows alike.
     pub fn count(mut self, count: i64) -> Self {
         self.count = count;
+        self
+    }
+
+    /// With `max_attempts` attempts allowed in all (8 unless said).
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = max_attempts;
         self
     }
 
@@ -137,7 +146,7 @@ impl JobRow {
                                      lease_token, lease_expires_at, finished_at,
                                      dedupe_key, dedupe_scope, errors)
              SELECT $1, $2, jsonb_build_object('n', n), $3,
-                    CASE WHEN $3 = 'ready' THEN 0 ELSE 1 END, 8,
+                    CASE WHEN $3 = 'ready' THEN 0 ELSE 1 END, $11,
                     now() + make_interval(secs => $4),
                     CASE WHEN $3 = 'running' THEN gen_random_uuid() END,
                     CASE WHEN $3 = 'running' THEN now() + make_interval(secs => $5) END,
@@ -160,6 +169,7 @@ impl JobRow {
         .bind(scope)
         .bind(self.count)
         .bind(sqlx::types::Json(&self.errors))
+        .bind(self.max_attempts)
         .fetch_all(pool)
         .await
         .expect("insert job rows");
