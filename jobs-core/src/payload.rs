@@ -350,61 +350,56 @@ fn compound_with<C>(compound: Compound<'_, ()>, inner: C) -> Compound<'_, C> {
     }
 }
 
-impl<C: ser::SerializeSeq> ser::SerializeSeq for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
+/// Implements one of serde's compound traits for `Compound`: each element or field is guarded
+/// (its depth counted) before the inner serializer writes it, and `end` ends the inner one.
+/// `keyed` traits (structs) take a field name with each value and may skip fields.
+macro_rules! guarded_compound {
+    ($compound:ident, $write:ident) => {
+        impl<C: ser::$compound> ser::$compound for Compound<'_, C> {
+            type Ok = C::Ok;
+            type Error = C::Error;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let guarded = self.guard(value);
-        self.inner.serialize_element(&guarded)
-    }
+            fn $write<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
+                let guarded = self.guard(value);
+                self.inner.$write(&guarded)
+            }
 
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+            fn end(self) -> Result<C::Ok, C::Error> {
+                self.inner.end()
+            }
+        }
+    };
+    ($compound:ident, $write:ident, keyed) => {
+        impl<C: ser::$compound> ser::$compound for Compound<'_, C> {
+            type Ok = C::Ok;
+            type Error = C::Error;
+
+            fn $write<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), C::Error> {
+                let guarded = self.guard(value);
+                self.inner.$write(key, &guarded)
+            }
+
+            fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
+                self.inner.skip_field(key)
+            }
+
+            fn end(self) -> Result<C::Ok, C::Error> {
+                self.inner.end()
+            }
+        }
+    };
 }
 
-impl<C: ser::SerializeTuple> ser::SerializeTuple for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let guarded = self.guard(value);
-        self.inner.serialize_element(&guarded)
-    }
-
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeTupleStruct> ser::SerializeTupleStruct for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let guarded = self.guard(value);
-        self.inner.serialize_field(&guarded)
-    }
-
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeTupleVariant> ser::SerializeTupleVariant for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let guarded = self.guard(value);
-        self.inner.serialize_field(&guarded)
-    }
-
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
+guarded_compound!(SerializeSeq, serialize_element);
+guarded_compound!(SerializeTuple, serialize_element);
+guarded_compound!(SerializeTupleStruct, serialize_field);
+guarded_compound!(SerializeTupleVariant, serialize_field);
+guarded_compound!(SerializeStruct, serialize_field, keyed);
+guarded_compound!(SerializeStructVariant, serialize_field, keyed);
 
 impl<C: ser::SerializeMap> ser::SerializeMap for Compound<'_, C> {
     type Ok = C::Ok;
@@ -418,50 +413,6 @@ impl<C: ser::SerializeMap> ser::SerializeMap for Compound<'_, C> {
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
         let guarded = self.guard(value);
         self.inner.serialize_value(&guarded)
-    }
-
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeStruct> ser::SerializeStruct for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), C::Error> {
-        let guarded = self.guard(value);
-        self.inner.serialize_field(key, &guarded)
-    }
-
-    fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
-        self.inner.skip_field(key)
-    }
-
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeStructVariant> ser::SerializeStructVariant for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), C::Error> {
-        let guarded = self.guard(value);
-        self.inner.serialize_field(key, &guarded)
-    }
-
-    fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
-        self.inner.skip_field(key)
     }
 
     fn end(self) -> Result<C::Ok, C::Error> {
