@@ -34,53 +34,28 @@ impl Migration {
     }
 }
 
+/// A [`Migration`] whose SQL is the file `migrations/<file>` of this crate.
+macro_rules! migration {
+    ($version:literal, $name:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!("../migrations/", $file)),
+        }
+    };
+}
+
 /// Every migration, oldest first. A released migration is never edited: add a new one.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "jobs_queue",
-        sql: include_str!("../migrations/0001_jobs_queue.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "operating",
-        sql: include_str!("../migrations/0002_operating.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "processed_keys",
-        sql: include_str!("../migrations/0003_processed_keys.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "schedules",
-        sql: include_str!("../migrations/0004_schedules.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "outbox",
-        sql: include_str!("../migrations/0005_outbox.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "dedupe_digest",
-        sql: include_str!("../migrations/0006_dedupe_digest.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "outbox_ids_topics",
-        sql: include_str!("../migrations/0007_outbox_ids_topics.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "claims_and_gauges",
-        sql: include_str!("../migrations/0008_claims_and_gauges.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "processed_key_digest",
-        sql: include_str!("../migrations/0009_processed_key_digest.sql"),
-    },
+    migration!(1, "jobs_queue", "0001_jobs_queue.sql"),
+    migration!(2, "operating", "0002_operating.sql"),
+    migration!(3, "processed_keys", "0003_processed_keys.sql"),
+    migration!(4, "schedules", "0004_schedules.sql"),
+    migration!(5, "outbox", "0005_outbox.sql"),
+    migration!(6, "dedupe_digest", "0006_dedupe_digest.sql"),
+    migration!(7, "outbox_ids_topics", "0007_outbox_ids_topics.sql"),
+    migration!(8, "claims_and_gauges", "0008_claims_and_gauges.sql"),
+    migration!(9, "processed_key_digest", "0009_processed_key_digest.sql"),
 ];
 
 /// Why the schema could not be brought up to date.
