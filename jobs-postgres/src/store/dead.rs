@@ -1,5 +1,7 @@
 //! Dead jobs: counting, listing, showing, replaying and discarding them.
 
+use std::marker::PhantomData;
+
 use jobs_core::JobId;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -211,11 +213,39 @@ macro_rules! bind_selection {
     };
 }
 
-/// The rows `statement` returns for the dead jobs `selection` selects with an id above `after`,
-/// up to `limit`: every batch statement of dead letters binds the same parameters.
-async fn batch_of<R>(
-    pool: &PgPool,
+/// A batch statement over dead letters and the rows it returns: every one binds the same
+/// parameters (a [`DeadSelection`], the id to resume after, a limit) and is run by [`batch`].
+pub(crate) struct DeadBatch<R> {
     statement: &'static str,
+    rows: PhantomData<fn() -> R>,
+}
+
+impl<R> DeadBatch<R> {
+    const fn new(statement: &'static str) -> Self {
+        Self {
+            statement,
+            rows: PhantomData,
+        }
+    }
+}
+
+/// Up to `limit` dead jobs by id: [`LIST_DEAD`].
+pub(crate) const LIST: DeadBatch<DeadJobRow> = DeadBatch::new(LIST_DEAD);
+/// Replays a batch, skipping jobs whose `active` dedupe key another job holds; returns every job
+/// selected: [`REPLAY_DEAD`].
+pub(crate) const REPLAY: DeadBatch<CandidateRow> = DeadBatch::new(REPLAY_DEAD);
+/// What [`REPLAY`] would select and skip, changing nothing: [`PREVIEW_REPLAY_DEAD`].
+pub(crate) const PREVIEW_REPLAY: DeadBatch<CandidateRow> = DeadBatch::new(PREVIEW_REPLAY_DEAD);
+/// Deletes a batch; returns the jobs deleted, in no particular order: [`DISCARD_DEAD`].
+pub(crate) const DISCARD: DeadBatch<JobRef> = DeadBatch::new(DISCARD_DEAD);
+/// What [`DISCARD`] would delete, by id, changing nothing: [`PREVIEW_DISCARD_DEAD`].
+pub(crate) const PREVIEW_DISCARD: DeadBatch<JobRef> = DeadBatch::new(PREVIEW_DISCARD_DEAD);
+
+/// The rows `statement` returns for the dead jobs `selection` selects with an id above `after`,
+/// up to `limit`.
+pub(crate) async fn batch<R>(
+    pool: &PgPool,
+    statement: DeadBatch<R>,
     selection: &DeadSelection<'_>,
     after: JobId,
     limit: usize,
@@ -223,7 +253,7 @@ async fn batch_of<R>(
 where
     R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
 {
-    bind_selection!(sqlx::query_as(statement), selection)
+    bind_selection!(sqlx::query_as(statement.statement), selection)
         .bind(after)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(pool)
@@ -265,16 +295,6 @@ pub(crate) async fn count_dead(
         .await
 }
 
-/// Up to `limit` dead jobs `selection` selects with an id above `after`, by id.
-pub(crate) async fn list_dead(
-    pool: &PgPool,
-    selection: &DeadSelection<'_>,
-    after: JobId,
-    limit: usize,
-) -> Result<Vec<DeadJobRow>, sqlx::Error> {
-    batch_of(pool, LIST_DEAD, selection, after, limit).await
-}
-
 /// Job `id` with its whole error history, whatever its state.
 pub(crate) async fn job_details(
     pool: &PgPool,
@@ -284,46 +304,4 @@ pub(crate) async fn job_details(
         .bind(id)
         .fetch_optional(pool)
         .await
-}
-
-/// Replays up to `limit` dead jobs `selection` selects with an id above `after`, skipping those
-/// whose `active` dedupe key another job holds; returns every job selected, by id.
-pub(crate) async fn replay_dead(
-    pool: &PgPool,
-    selection: &DeadSelection<'_>,
-    after: JobId,
-    limit: usize,
-) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    batch_of(pool, REPLAY_DEAD, selection, after, limit).await
-}
-
-/// What [`replay_dead`] would select and skip, changing nothing.
-pub(crate) async fn preview_replay_dead(
-    pool: &PgPool,
-    selection: &DeadSelection<'_>,
-    after: JobId,
-    limit: usize,
-) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    batch_of(pool, PREVIEW_REPLAY_DEAD, selection, after, limit).await
-}
-
-/// Deletes up to `limit` dead jobs `selection` selects with an id above `after`; returns them,
-/// in no particular order.
-pub(crate) async fn discard_dead(
-    pool: &PgPool,
-    selection: &DeadSelection<'_>,
-    after: JobId,
-    limit: usize,
-) -> Result<Vec<JobRef>, sqlx::Error> {
-    batch_of(pool, DISCARD_DEAD, selection, after, limit).await
-}
-
-/// What [`discard_dead`] would delete, by id, changing nothing.
-pub(crate) async fn preview_discard_dead(
-    pool: &PgPool,
-    selection: &DeadSelection<'_>,
-    after: JobId,
-    limit: usize,
-) -> Result<Vec<JobRef>, sqlx::Error> {
-    batch_of(pool, PREVIEW_DISCARD_DEAD, selection, after, limit).await
 }

@@ -3,7 +3,7 @@
 use jobs_core::JobId;
 use sqlx::PgPool;
 
-use super::{resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
+use super::{every_batch, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
 use crate::admin::AdminError;
 use crate::store::dead as store;
 
@@ -26,16 +26,7 @@ impl DiscardReport {
 ///
 /// Deleting a job also frees its `retained` dedupe key: the same work can be enqueued again.
 pub async fn discard(pool: &PgPool, filter: &DeadFilter) -> Result<DiscardReport, AdminError> {
-    let mut report = DiscardReport::default();
-    let mut after = 0;
-    loop {
-        let batch = discard_batch(pool, filter, after, BATCH_SIZE).await?;
-        report.merge(batch.report);
-        match batch.resume_after {
-            Some(next) => after = next,
-            None => return Ok(report),
-        }
-    }
+    every_batch(|after| discard_batch(pool, filter, after, BATCH_SIZE)).await
 }
 
 /// Deletes up to `limit` dead jobs `filter` selects with an id above `after` (0 to start), in
@@ -46,7 +37,8 @@ pub async fn discard_batch(
     after: JobId,
     limit: usize,
 ) -> Result<Batch<DiscardReport>, AdminError> {
-    let mut discarded = store::discard_dead(pool, &filter.selection(), after, limit).await?;
+    let mut discarded =
+        store::batch(pool, store::DISCARD, &filter.selection(), after, limit).await?;
     discarded.sort_unstable_by_key(|job| job.id);
     let last = discarded.last().map(|job| job.id);
     let resume_after = resume_after(discarded.len(), limit, last);
@@ -65,17 +57,20 @@ pub async fn preview_discard(
     pool: &PgPool,
     filter: &DeadFilter,
 ) -> Result<DiscardReport, AdminError> {
-    let mut report = DiscardReport::default();
-    let mut after = 0;
-    loop {
-        let batch =
-            store::preview_discard_dead(pool, &filter.selection(), after, BATCH_SIZE).await?;
-        let last = batch.last().map(|job| job.id);
-        let selected = batch.len();
-        report.discarded.extend(batch);
-        match resume_after(selected, BATCH_SIZE, last) {
-            Some(next) => after = next,
-            None => return Ok(report),
-        }
-    }
+    every_batch(|after| async move {
+        let discarded = store::batch(
+            pool,
+            store::PREVIEW_DISCARD,
+            &filter.selection(),
+            after,
+            BATCH_SIZE,
+        )
+        .await?;
+        let last = discarded.last().map(|job| job.id);
+        Ok(Batch {
+            resume_after: resume_after(discarded.len(), BATCH_SIZE, last),
+            report: DiscardReport { discarded },
+        })
+    })
+    .await
 }

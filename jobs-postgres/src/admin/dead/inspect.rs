@@ -48,7 +48,7 @@ pub async fn list_dead(
     after: JobId,
     limit: usize,
 ) -> Result<Vec<DeadJob>, AdminError> {
-    let rows = store::list_dead(pool, &filter.selection(), after, limit).await?;
+    let rows = store::batch(pool, store::LIST, &filter.selection(), after, limit).await?;
     Ok(rows
         .into_iter()
         .map(|row| DeadJob {

@@ -14,12 +14,14 @@ mod discard;
 mod inspect;
 mod replay;
 
+use std::future::Future;
 use std::time::Duration;
 
 use jobs_core::JobId;
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 
+use crate::admin::AdminError;
 use crate::store::dead::DeadSelection;
 
 pub use discard::{discard, discard_batch, preview_discard, DiscardReport};
@@ -158,5 +160,43 @@ fn resume_after(selected: usize, limit: usize, last: Option<JobId>) -> Option<Jo
         None
     } else {
         last
+    }
+}
+
+/// A report that batches add up to.
+trait BatchReport: Default {
+    /// Adds another batch's report to this one.
+    fn absorb(&mut self, other: Self);
+}
+
+impl BatchReport for DiscardReport {
+    fn absorb(&mut self, other: Self) {
+        self.merge(other);
+    }
+}
+
+impl BatchReport for ReplayReport {
+    fn absorb(&mut self, other: Self) {
+        self.merge(other);
+    }
+}
+
+/// Runs `one_batch` from the first dead job (`after` = 0) until the selection is exhausted, and
+/// returns the batches' reports added up.
+async fn every_batch<R, F, Fut>(mut one_batch: F) -> Result<R, AdminError>
+where
+    R: BatchReport,
+    F: FnMut(JobId) -> Fut,
+    Fut: Future<Output = Result<Batch<R>, AdminError>>,
+{
+    let mut report = R::default();
+    let mut after = 0;
+    loop {
+        let batch = one_batch(after).await?;
+        report.absorb(batch.report);
+        match batch.resume_after {
+            Some(next) => after = next,
+            None => return Ok(report),
+        }
     }
 }

@@ -3,7 +3,7 @@
 use jobs_core::JobId;
 use sqlx::PgPool;
 
-use super::{resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
+use super::{every_batch, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
 use crate::admin::AdminError;
 use crate::store::dead::{self as store, CandidateRow};
 
@@ -88,16 +88,7 @@ impl ReplayReport {
 /// longer dead is left alone). A job whose `active` dedupe key another job holds is skipped and
 /// reported (see [`ReplayReport::skipped`]).
 pub async fn replay(pool: &PgPool, filter: &DeadFilter) -> Result<ReplayReport, AdminError> {
-    let mut report = ReplayReport::default();
-    let mut after = 0;
-    loop {
-        let batch = replay_batch(pool, filter, after, BATCH_SIZE).await?;
-        report.merge(batch.report);
-        match batch.resume_after {
-            Some(next) => after = next,
-            None => return Ok(report),
-        }
-    }
+    every_batch(|after| replay_batch(pool, filter, after, BATCH_SIZE)).await
 }
 
 /// Replays up to `limit` dead jobs `filter` selects with an id above `after` (0 to start), in
@@ -112,7 +103,7 @@ pub async fn replay_batch(
     let rows: Vec<CandidateRow> = loop {
         tries += 1;
         let result: Result<Vec<CandidateRow>, AdminError> =
-            store::replay_dead(pool, &filter.selection(), after, limit)
+            store::batch(pool, store::REPLAY, &filter.selection(), after, limit)
                 .await
                 .map_err(AdminError::from);
         match result {
@@ -149,16 +140,20 @@ pub async fn preview_replay(
     pool: &PgPool,
     filter: &DeadFilter,
 ) -> Result<ReplayReport, AdminError> {
-    let mut report = ReplayReport::default();
-    let mut after = 0;
-    loop {
-        let rows = store::preview_replay_dead(pool, &filter.selection(), after, BATCH_SIZE).await?;
-        let selected = rows.len();
+    every_batch(|after| async move {
+        let rows = store::batch(
+            pool,
+            store::PREVIEW_REPLAY,
+            &filter.selection(),
+            after,
+            BATCH_SIZE,
+        )
+        .await?;
         let last = rows.last().map(|row| row.id);
-        report.merge(ReplayReport::from_candidates(rows));
-        match resume_after(selected, BATCH_SIZE, last) {
-            Some(next) => after = next,
-            None => return Ok(report),
-        }
-    }
+        Ok(Batch {
+            resume_after: resume_after(rows.len(), BATCH_SIZE, last),
+            report: ReplayReport::from_candidates(rows),
+        })
+    })
+    .await
 }
