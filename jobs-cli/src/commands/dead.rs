@@ -1,10 +1,12 @@
 //! `jobs dead list|show|replay|discard`.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use jobs_core::JobId;
 use jobs_postgres::admin::{
-    self, AttemptRecord, DeadFilter, DeadJob, HumanDuration, JobDetails, JobRef, ReplayReport,
+    self, AdminError, AttemptRecord, Batch, DeadFilter, DeadJob, DiscardReport, HumanDuration,
+    JobDetails, JobRef, ReplayReport,
 };
 use jobs_postgres::PgPool;
 use serde_json::{json, Value};
@@ -138,21 +140,17 @@ pub async fn replay(
     } else {
         let total = admin::count_dead(pool, &filter).await?;
         confirm_broad(selection, "replay", total, confirm)?;
-        let mut report = ReplayReport::default();
-        if total > 0 {
-            let progress = Progress::bar(total, "replaying dead jobs");
-            let mut after = 0;
-            loop {
-                let batch = admin::replay_batch(pool, &filter, after, BATCH).await?;
-                progress.advance((batch.report.replayed.len() + batch.report.skipped.len()) as u64);
-                report.merge(batch.report);
-                match batch.resume_after {
-                    Some(next) => after = next,
-                    None => break,
-                }
-            }
-        }
-        report
+        in_batches(
+            total,
+            "replaying dead jobs",
+            |after| admin::replay_batch(pool, &filter, after, BATCH),
+            |report: &mut ReplayReport, batch: ReplayReport| {
+                let touched = batch.replayed.len() + batch.skipped.len();
+                report.merge(batch);
+                touched
+            },
+        )
+        .await?
     };
     let not_dead = report.not_dead(&filter);
     if change.json {
@@ -224,21 +222,18 @@ pub async fn discard(
     } else {
         let total = admin::count_dead(pool, &filter).await?;
         confirm_broad(selection, "discard", total, confirm)?;
-        let mut discarded = Vec::new();
-        if total > 0 {
-            let progress = Progress::bar(total, "discarding dead jobs");
-            let mut after = 0;
-            loop {
-                let batch = admin::discard_batch(pool, &filter, after, BATCH).await?;
-                progress.advance(batch.report.discarded.len() as u64);
-                discarded.extend(batch.report.discarded);
-                match batch.resume_after {
-                    Some(next) => after = next,
-                    None => break,
-                }
-            }
-        }
-        discarded
+        in_batches(
+            total,
+            "discarding dead jobs",
+            |after| admin::discard_batch(pool, &filter, after, BATCH),
+            |report: &mut DiscardReport, batch: DiscardReport| {
+                let touched = batch.discarded.len();
+                report.merge(batch);
+                touched
+            },
+        )
+        .await?
+        .discarded
     };
     let not_dead: Vec<JobId> = filter
         .requested_ids()
@@ -457,4 +452,33 @@ fn details_json(job: &JobDetails) -> Value {
         "finished_at": job.finished_at,
         "errors": job.errors.iter().map(attempt_json).collect::<Vec<_>>(),
     })
+}
+
+/// Runs `one_batch` from the first dead job until the selection of `total` jobs is exhausted,
+/// showing progress as `label`: `add` adds each batch's report to the whole and says how many
+/// jobs the batch touched.
+async fn in_batches<R, Next>(
+    total: u64,
+    label: &str,
+    mut one_batch: impl FnMut(JobId) -> Next,
+    mut add: impl FnMut(&mut R, R) -> usize,
+) -> Result<R, CliError>
+where
+    R: Default,
+    Next: Future<Output = Result<Batch<R>, AdminError>>,
+{
+    let mut report = R::default();
+    if total == 0 {
+        return Ok(report);
+    }
+    let progress = Progress::bar(total, label);
+    let mut after = 0;
+    loop {
+        let batch = one_batch(after).await?;
+        progress.advance(add(&mut report, batch.report) as u64);
+        match batch.resume_after {
+            Some(next) => after = next,
+            None => return Ok(report),
+        }
+    }
 }
