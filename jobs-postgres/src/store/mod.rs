@@ -21,6 +21,8 @@ macro_rules! dedupe_digest {
 }
 
 pub(crate) mod claims;
+#[cfg(feature = "testing")]
+pub(crate) mod databases;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod migrations;

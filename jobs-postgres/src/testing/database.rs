@@ -10,6 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
 use super::server::{encode, server_url, ServerError};
+use crate::store::databases as store;
 
 /// Prefix of the names of test databases.
 const NAME_PREFIX: &str = "jobs_test";
@@ -348,11 +349,8 @@ fn unique_name() -> String {
     )
 }
 
-/// `"name"`, quoted as an SQL identifier.
-fn quote_identifier(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
+/// A connection to the admin database, within [`CONNECT_TIMEOUT`]; `url` names the server in
+/// errors (its password hidden).
 async fn connect(
     admin: &PgConnectOptions,
     url: &str,
@@ -378,11 +376,10 @@ async fn create_database(
     connection: &mut PgConnection,
     name: &str,
 ) -> Result<(), TestDatabaseError> {
-    let statement = format!("CREATE DATABASE {}", quote_identifier(name));
     let started = Instant::now();
     let mut backoff = Duration::from_millis(20);
     loop {
-        match sqlx::query(&statement).execute(&mut *connection).await {
+        match store::create_database(&mut *connection, name).await {
             Ok(_) => return Ok(()),
             Err(sqlx::Error::Database(error))
                 if error.code().as_deref() == Some(OBJECT_IN_USE)
@@ -403,29 +400,11 @@ async fn create_database(
     }
 }
 
+/// `DROP DATABASE .. WITH (FORCE)` on a connection of its own to the admin database.
 async fn drop_database(admin: &PgConnectOptions, name: &str) -> Result<(), TestDatabaseError> {
-    let mut connection =
-        match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(admin)).await {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(source)) => {
-                return Err(TestDatabaseError::Connect {
-                    url: format!("{}:{}", admin.get_host(), admin.get_port()),
-                    source,
-                })
-            }
-            Err(_) => {
-                return Err(TestDatabaseError::Timeout {
-                    action: "connect to the admin database of",
-                    name: name.to_owned(),
-                    waited: CONNECT_TIMEOUT,
-                })
-            }
-        };
-    let statement = format!(
-        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-        quote_identifier(name)
-    );
-    let dropped = sqlx::query(&statement).execute(&mut connection).await;
+    let server = format!("{}:{}", admin.get_host(), admin.get_port());
+    let mut connection = connect(admin, &server, name).await?;
+    let dropped = store::drop_database(&mut connection, name).await;
     let _ = connection.close().await;
     dropped
         .map(|_| ())
@@ -506,6 +485,5 @@ mod tests {
         assert!(a
             .bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
-        assert_eq!(quote_identifier("a\"b"), "\"a\"\"b\"");
     }
 }

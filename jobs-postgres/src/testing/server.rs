@@ -8,6 +8,8 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
+use crate::store::databases as store;
+
 /// Environment variable naming the server to use, as a URL of an admin database.
 pub const DATABASE_URL_VAR: &str = "DATABASE_URL";
 
@@ -146,15 +148,9 @@ async fn is_usable(url: &str) -> bool {
     let Ok(mut connection) = PgConnection::connect_with(&options).await else {
         return false;
     };
-    let usable = sqlx::query_scalar::<_, bool>(
-        "SELECT (rolsuper OR rolcreatedb) \
-           AND current_setting('server_version_num')::int >= 130000 \
-         FROM pg_roles WHERE rolname = current_user",
-    )
-    .fetch_optional(&mut connection)
-    .await;
+    let usable = store::can_create_databases(&mut connection).await;
     let _ = connection.close().await;
-    matches!(usable, Ok(Some(true)))
+    matches!(usable, Ok(true))
 }
 
 /// Percent-encodes everything but unreserved URL characters.
