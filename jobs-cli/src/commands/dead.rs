@@ -140,16 +140,9 @@ pub async fn replay(
     } else {
         let total = admin::count_dead(pool, &filter).await?;
         confirm_broad(selection, "replay", total, confirm)?;
-        in_batches(
-            total,
-            "replaying dead jobs",
-            |after| admin::replay_batch(pool, &filter, after, BATCH),
-            |report: &mut ReplayReport, batch: ReplayReport| {
-                let touched = batch.replayed.len() + batch.skipped.len();
-                report.merge(batch);
-                touched
-            },
-        )
+        in_batches(total, "replaying dead jobs", |after| {
+            admin::replay_batch(pool, &filter, after, BATCH)
+        })
         .await?
     };
     let not_dead = report.not_dead(&filter);
@@ -222,16 +215,9 @@ pub async fn discard(
     } else {
         let total = admin::count_dead(pool, &filter).await?;
         confirm_broad(selection, "discard", total, confirm)?;
-        in_batches(
-            total,
-            "discarding dead jobs",
-            |after| admin::discard_batch(pool, &filter, after, BATCH),
-            |report: &mut DiscardReport, batch: DiscardReport| {
-                let touched = batch.discarded.len();
-                report.merge(batch);
-                touched
-            },
-        )
+        in_batches(total, "discarding dead jobs", |after| {
+            admin::discard_batch(pool, &filter, after, BATCH)
+        })
         .await?
         .discarded
     };
@@ -454,17 +440,37 @@ fn details_json(job: &JobDetails) -> Value {
     })
 }
 
+/// What a batch of a replay or discard adds up to.
+trait BatchReport: Default {
+    /// Adds another batch's report to this one; returns how many jobs that batch touched.
+    fn add(&mut self, batch: Self) -> usize;
+}
+
+impl BatchReport for ReplayReport {
+    fn add(&mut self, batch: Self) -> usize {
+        let touched = batch.replayed.len() + batch.skipped.len();
+        self.merge(batch);
+        touched
+    }
+}
+
+impl BatchReport for DiscardReport {
+    fn add(&mut self, batch: Self) -> usize {
+        let touched = batch.discarded.len();
+        self.merge(batch);
+        touched
+    }
+}
+
 /// Runs `one_batch` from the first dead job until the selection of `total` jobs is exhausted,
-/// showing progress as `label`: `add` adds each batch's report to the whole and says how many
-/// jobs the batch touched.
+/// showing progress as `label`, and returns the batches' reports added up.
 async fn in_batches<R, Next>(
     total: u64,
     label: &str,
     mut one_batch: impl FnMut(JobId) -> Next,
-    mut add: impl FnMut(&mut R, R) -> usize,
 ) -> Result<R, CliError>
 where
-    R: Default,
+    R: BatchReport,
     Next: Future<Output = Result<Batch<R>, AdminError>>,
 {
     let mut report = R::default();
@@ -475,7 +481,7 @@ where
     let mut after = 0;
     loop {
         let batch = one_batch(after).await?;
-        progress.advance(add(&mut report, batch.report) as u64);
+        progress.advance(report.add(batch.report) as u64);
         match batch.resume_after {
             Some(next) => after = next,
             None => return Ok(report),

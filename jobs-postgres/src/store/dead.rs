@@ -60,6 +60,22 @@ SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe
 FROM jobs_queue
 WHERE id = $1";
 
+/// Up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id: the candidates of
+/// [`REPLAY_DEAD`] and [`PREVIEW_REPLAY_DEAD`].
+macro_rules! dead_candidates {
+    () => {
+        concat!(
+            "SELECT id, kind, queue, dedupe_key, dedupe_scope
+    FROM jobs_queue
+    WHERE id > $5 AND ",
+            dead_jobs_matching!(),
+            "
+    ORDER BY id
+    LIMIT $6"
+        )
+    };
+}
+
 /// The ready or running job holding the `active` dedupe key of dead job `c`, if any: a probe of
 /// the active dedupe index by key digest, shared by [`REPLAY_DEAD`] and [`PREVIEW_REPLAY_DEAD`]
 /// so that a preview foretells the replay.
@@ -90,13 +106,9 @@ macro_rules! active_key_holder {
 pub const REPLAY_DEAD: &str = concat!(
     "
 WITH candidates AS (
-    SELECT id, kind, queue, dedupe_key, dedupe_scope
-    FROM jobs_queue
-    WHERE id > $5 AND ",
-    dead_jobs_matching!(),
+    ",
+    dead_candidates!(),
     "
-    ORDER BY id
-    LIMIT $6
     FOR UPDATE SKIP LOCKED
 ), checked AS (
     SELECT c.id, c.kind, c.queue, c.dedupe_key,
@@ -134,13 +146,9 @@ ORDER BY checked.id"
 pub const PREVIEW_REPLAY_DEAD: &str = concat!(
     "
 WITH candidates AS (
-    SELECT id, kind, queue, dedupe_key, dedupe_scope
-    FROM jobs_queue
-    WHERE id > $5 AND ",
-    dead_jobs_matching!(),
+    ",
+    dead_candidates!(),
     "
-    ORDER BY id
-    LIMIT $6
 )
 SELECT c.id, c.kind, c.queue, c.dedupe_key,
        CASE WHEN c.dedupe_scope = 'active' THEN coalesce(
@@ -218,6 +226,32 @@ macro_rules! bind_selection {
 pub(crate) struct DeadBatch<R> {
     statement: &'static str,
     rows: PhantomData<fn() -> R>,
+}
+
+impl<R> Clone for DeadBatch<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for DeadBatch<R> {}
+
+/// A row of a dead-letter batch, which batches resume after by id.
+pub(crate) trait HasJobId {
+    /// The job's id.
+    fn job_id(&self) -> JobId;
+}
+
+impl HasJobId for JobRef {
+    fn job_id(&self) -> JobId {
+        self.id
+    }
+}
+
+impl HasJobId for CandidateRow {
+    fn job_id(&self) -> JobId {
+        self.id
+    }
 }
 
 impl<R> DeadBatch<R> {

@@ -3,7 +3,7 @@
 use jobs_core::JobId;
 use sqlx::PgPool;
 
-use super::{every_batch, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
+use super::{every_batch, preview, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
 use crate::admin::AdminError;
 use crate::store::dead as store;
 
@@ -57,20 +57,8 @@ pub async fn preview_discard(
     pool: &PgPool,
     filter: &DeadFilter,
 ) -> Result<DiscardReport, AdminError> {
-    every_batch(|after| async move {
-        let discarded = store::batch(
-            pool,
-            store::PREVIEW_DISCARD,
-            &filter.selection(),
-            after,
-            BATCH_SIZE,
-        )
-        .await?;
-        let last = discarded.last().map(|job| job.id);
-        Ok(Batch {
-            resume_after: resume_after(discarded.len(), BATCH_SIZE, last),
-            report: DiscardReport { discarded },
-        })
+    preview(pool, filter, store::PREVIEW_DISCARD, |discarded| {
+        DiscardReport { discarded }
     })
     .await
 }

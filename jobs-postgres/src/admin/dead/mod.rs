@@ -19,10 +19,11 @@ use std::time::Duration;
 
 use jobs_core::JobId;
 use serde::{Deserialize, Serialize};
-use sqlx::FromRow;
+use sqlx::postgres::PgRow;
+use sqlx::{FromRow, PgPool};
 
 use crate::admin::AdminError;
-use crate::store::dead::DeadSelection;
+use crate::store::dead::{self as store, DeadBatch, DeadSelection, HasJobId};
 
 pub use discard::{discard, discard_batch, preview_discard, DiscardReport};
 pub use inspect::{
@@ -179,6 +180,29 @@ impl BatchReport for ReplayReport {
     fn absorb(&mut self, other: Self) {
         self.merge(other);
     }
+}
+
+/// What a read-only `statement` (a preview) selects with `filter`, read in batches of
+/// [`BATCH_SIZE`] by id without locking anything, as the report `report` makes of its rows.
+async fn preview<Row, R>(
+    pool: &PgPool,
+    filter: &DeadFilter,
+    statement: DeadBatch<Row>,
+    report: fn(Vec<Row>) -> R,
+) -> Result<R, AdminError>
+where
+    Row: for<'r> FromRow<'r, PgRow> + Send + Unpin + HasJobId,
+    R: BatchReport,
+{
+    every_batch(|after| async move {
+        let rows = store::batch(pool, statement, &filter.selection(), after, BATCH_SIZE).await?;
+        let last = rows.last().map(HasJobId::job_id);
+        Ok(Batch {
+            resume_after: resume_after(rows.len(), BATCH_SIZE, last),
+            report: report(rows),
+        })
+    })
+    .await
 }
 
 /// Runs `one_batch` from the first dead job (`after` = 0) until the selection is exhausted, and

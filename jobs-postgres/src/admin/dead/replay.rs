@@ -3,7 +3,7 @@
 use jobs_core::JobId;
 use sqlx::PgPool;
 
-use super::{every_batch, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
+use super::{every_batch, preview, resume_after, Batch, DeadFilter, JobRef, BATCH_SIZE};
 use crate::admin::AdminError;
 use crate::store::dead::{self as store, CandidateRow};
 
@@ -140,20 +140,11 @@ pub async fn preview_replay(
     pool: &PgPool,
     filter: &DeadFilter,
 ) -> Result<ReplayReport, AdminError> {
-    every_batch(|after| async move {
-        let rows = store::batch(
-            pool,
-            store::PREVIEW_REPLAY,
-            &filter.selection(),
-            after,
-            BATCH_SIZE,
-        )
-        .await?;
-        let last = rows.last().map(|row| row.id);
-        Ok(Batch {
-            resume_after: resume_after(rows.len(), BATCH_SIZE, last),
-            report: ReplayReport::from_candidates(rows),
-        })
-    })
+    preview(
+        pool,
+        filter,
+        store::PREVIEW_REPLAY,
+        ReplayReport::from_candidates,
+    )
     .await
 }
