@@ -202,32 +202,26 @@ pub enum DeadCommand {
     ///
     /// Without --id the selection is broad: it asks for confirmation on a terminal, and is
     /// refused without one unless --yes is given.
-    Replay {
-        /// Which dead jobs.
-        #[command(flatten)]
-        selection: Selection,
-        /// Preview or JSON.
-        #[command(flatten)]
-        change: ChangeArgs,
-        /// Confirmation.
-        #[command(flatten)]
-        confirm: ConfirmArgs,
-    },
+    Replay(DeadChange),
     /// Delete dead jobs and their history for good.
     ///
     /// Without --id the selection is broad: it asks for confirmation on a terminal, and is
     /// refused without one unless --yes is given.
-    Discard {
-        /// Which dead jobs.
-        #[command(flatten)]
-        selection: Selection,
-        /// Preview or JSON.
-        #[command(flatten)]
-        change: ChangeArgs,
-        /// Confirmation.
-        #[command(flatten)]
-        confirm: ConfirmArgs,
-    },
+    Discard(DeadChange),
+}
+
+/// The arguments of a change to dead jobs (`dead replay`, `dead discard`).
+#[derive(Debug, Args)]
+pub struct DeadChange {
+    /// Which dead jobs.
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Preview or JSON.
+    #[command(flatten)]
+    pub change: ChangeArgs,
+    /// Confirmation.
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// How a command that changes the queue runs and reports.

@@ -12,7 +12,7 @@ use jobs_postgres::PgPool;
 use serde_json::{json, Value};
 
 use super::{count, json_text, Report};
-use crate::cli::{ChangeArgs, ConfirmArgs, FilterArgs, Selection};
+use crate::cli::{ConfirmArgs, DeadChange, FilterArgs, Selection};
 use crate::confirm;
 use crate::error::CliError;
 use crate::escape::shown;
@@ -128,12 +128,13 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
 }
 
 /// `dead replay`: replays the selection, or with `--dry-run` shows what a replay would do.
-pub async fn replay(
-    pool: &PgPool,
-    selection: &Selection,
-    change: ChangeArgs,
-    confirm: ConfirmArgs,
-) -> Result<Report, CliError> {
+pub async fn replay(pool: &PgPool, args: DeadChange) -> Result<Report, CliError> {
+    let DeadChange {
+        selection,
+        change,
+        confirm,
+    } = args;
+    let selection = &selection;
     let filter = selection_filter(selection);
     let report = if change.dry_run {
         admin::preview_replay(pool, &filter).await?
@@ -203,12 +204,13 @@ pub async fn replay(
 }
 
 /// `dead discard`: deletes the selection, or with `--dry-run` shows what it would delete.
-pub async fn discard(
-    pool: &PgPool,
-    selection: &Selection,
-    change: ChangeArgs,
-    confirm: ConfirmArgs,
-) -> Result<Report, CliError> {
+pub async fn discard(pool: &PgPool, args: DeadChange) -> Result<Report, CliError> {
+    let DeadChange {
+        selection,
+        change,
+        confirm,
+    } = args;
+    let selection = &selection;
     let filter = selection_filter(selection);
     let discarded = if change.dry_run {
         admin::preview_discard(pool, &filter).await?.discarded

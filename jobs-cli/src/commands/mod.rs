@@ -65,16 +65,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 json,
             } => dead::list(&pool, &filter, limit, json).await,
             DeadCommand::Show { id, json } => dead::show(&pool, id, json).await,
-            DeadCommand::Replay {
-                selection,
-                change,
-                confirm,
-            } => dead::replay(&pool, &selection, change, confirm).await,
-            DeadCommand::Discard {
-                selection,
-                change,
-                confirm,
-            } => dead::discard(&pool, &selection, change, confirm).await,
+            DeadCommand::Replay(args) => dead::replay(&pool, args).await,
+            DeadCommand::Discard(args) => dead::discard(&pool, args).await,
         },
         Command::Outbox { command } => match command {
             OutboxCommand::List { topic, limit, json } => {
