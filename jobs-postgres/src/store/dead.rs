@@ -84,11 +84,8 @@ macro_rules! active_key_holder {
         concat!(
             "(SELECT holder.id FROM jobs_queue AS holder
                 WHERE holder.kind = c.kind AND ",
-            dedupe_digest!("holder.dedupe_key"),
-            " = ",
-            dedupe_digest!("c.dedupe_key"),
+            same_dedupe_key!("holder.dedupe_key", "c.dedupe_key"),
             "
-                  AND holder.dedupe_key = c.dedupe_key
                   AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
                 LIMIT 1)"
         )

@@ -121,21 +121,15 @@ CROSS JOIN LATERAL (
     SELECT j.id FROM jobs_queue AS j
     WHERE j.kind = wanted.kind
       AND ",
-    dedupe_digest!("j.dedupe_key"),
-    " = ",
-    dedupe_digest!("wanted.dedupe_key"),
+    same_dedupe_key!("j.dedupe_key", "wanted.dedupe_key"),
     "
-      AND j.dedupe_key = wanted.dedupe_key
       AND j.dedupe_scope = 'retained'
     UNION ALL
     SELECT j.id FROM jobs_queue AS j
     WHERE j.kind = wanted.kind
       AND ",
-    dedupe_digest!("j.dedupe_key"),
-    " = ",
-    dedupe_digest!("wanted.dedupe_key"),
+    same_dedupe_key!("j.dedupe_key", "wanted.dedupe_key"),
     "
-      AND j.dedupe_key = wanted.dedupe_key
       AND j.dedupe_scope = 'active' AND j.state IN ('ready', 'running')
 ) AS holder"
 );

@@ -20,6 +20,23 @@ macro_rules! dedupe_digest {
     };
 }
 
+/// A condition that the dedupe key in column `$held` equals the key `$wanted`, written so that
+/// the planner probes a dedupe index: digests compared first (the index's expression), then
+/// the keys themselves.
+macro_rules! same_dedupe_key {
+    ($held:literal, $wanted:literal) => {
+        concat!(
+            dedupe_digest!($held),
+            " = ",
+            dedupe_digest!($wanted),
+            " AND ",
+            $held,
+            " = ",
+            $wanted
+        )
+    };
+}
+
 pub(crate) mod claims;
 #[cfg(feature = "testing")]
 pub(crate) mod databases;
