@@ -23,6 +23,7 @@ mod lease_tokens;
 mod outbox;
 mod outcome_writes;
 mod outcomes;
+mod queue_pause;
 mod rescue_refusal;
 mod resilience;
 mod schedules;

@@ -22,6 +22,13 @@ pub async fn record_run(ctx: JobContext, pool: State<PgPool>, label: String) -> 
     Ok(())
 }
 
+/// Records each run in `runs`, with at most two running at once across all workers.
+#[job(max_running = 2)]
+pub async fn limited_record(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    Ok(())
+}
+
 /// Fails transiently on its first `failures` attempts, then succeeds.
 #[job(max_attempts = 5, backoff_base = "10ms", backoff_max = "40ms")]
 pub async fn flaky(ctx: JobContext, pool: State<PgPool>, failures: u32) -> JobResult {

@@ -13,6 +13,18 @@ pub enum AdminError {
     /// The database could not be reached or refused a statement.
     #[error("{0}")]
     Database(#[source] sqlx::Error),
+    /// A queue name given to an operation breaks the naming rules; nothing was sent to the
+    /// database.
+    #[error("invalid queue name: {0}")]
+    InvalidQueue(#[from] jobs_core::NameError),
+    /// A text given to an operation cannot be recorded; nothing was sent to the database.
+    #[error("invalid {field}: it {problem}")]
+    InvalidText {
+        /// Which argument.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
 }
 
 impl From<sqlx::Error> for AdminError {
@@ -36,7 +48,7 @@ impl AdminError {
             AdminError::Database(error) => error
                 .as_database_error()
                 .is_some_and(|database| database.is_unique_violation()),
-            AdminError::SchemaMissing(_) => false,
+            _ => false,
         }
     }
 }

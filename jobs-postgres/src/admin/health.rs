@@ -27,6 +27,10 @@ pub struct HealthThresholds {
     /// Most parked outbox rows there may be. Default 0: a parked row is an event other systems
     /// never got, and needs an operator (replay it once the cause is fixed).
     pub max_parked: u64,
+    /// Longest a queue may stay paused. Default 1 hour: a pause is meant to be short (a failing
+    /// provider, an incident), and one forgotten leaves its jobs waiting for good. While a queue
+    /// is paused, its waiting jobs are not reported as [`Violation::ReadyTooOld`]: the pause is.
+    pub max_paused: Duration,
 }
 
 impl Default for HealthThresholds {
@@ -38,6 +42,7 @@ impl Default for HealthThresholds {
             schedule_grace: Duration::from_secs(60),
             max_unpublished_age: Duration::from_secs(5 * 60),
             max_parked: 0,
+            max_paused: Duration::from_secs(60 * 60),
         }
     }
 }
@@ -114,6 +119,19 @@ pub enum Violation {
         /// The threshold.
         max: u64,
     },
+    /// A queue has been paused longer than [`HealthThresholds::max_paused`].
+    QueuePaused {
+        /// The queue.
+        queue: String,
+        /// How long it has been paused.
+        paused_for: Duration,
+        /// Who paused it.
+        paused_by: String,
+        /// Its jobs waiting to run (due now or later).
+        waiting: u64,
+        /// The threshold.
+        max: Duration,
+    },
 }
 
 /// Ticks since a schedule's last success, with their grace passed, from which it is reported as
@@ -122,7 +140,7 @@ pub const MISSING_AFTER_TICKS: usize = 2;
 
 impl Violation {
     /// A short, stable name of the threshold crossed: `dead`, `ready_age`, `expired_leases`,
-    /// `schedule_missing`, `outbox_age` or `outbox_parked`.
+    /// `schedule_missing`, `outbox_age`, `outbox_parked` or `queue_paused`.
     pub fn name(&self) -> &'static str {
         match self {
             Violation::Dead { .. } => "dead",
@@ -131,6 +149,7 @@ impl Violation {
             Violation::ScheduleMissing { .. } => "schedule_missing",
             Violation::OutboxBehind { .. } => "outbox_age",
             Violation::OutboxParked { .. } => "outbox_parked",
+            Violation::QueuePaused { .. } => "queue_paused",
         }
     }
 }
@@ -207,6 +226,19 @@ impl fmt::Display for Violation {
                 "outbox_parked: {parked} parked outbox row{} (at most {max} allowed): see `jobs outbox list`, replay with `jobs outbox replay`",
                 plural(*parked)
             ),
+            Violation::QueuePaused {
+                queue,
+                paused_for,
+                paused_by,
+                waiting,
+                max,
+            } => write!(
+                f,
+                "queue_paused: queue {queue} has been paused for {} by {paused_by}, with {waiting} job{} waiting (at most {} allowed): resume it with `jobs queue resume {queue}`",
+                HumanDuration(*paused_for),
+                plural(*waiting),
+                HumanDuration(*max)
+            ),
         }
     }
 }
@@ -235,7 +267,8 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
                 max: thresholds.max_dead,
             });
         }
-        if let Some(age) = counts.oldest_ready_age {
+        let paused = stats.paused.iter().any(|pause| pause.queue == kind.queue);
+        if let Some(age) = counts.oldest_ready_age.filter(|_| !paused) {
             if age > thresholds.max_ready_age {
                 violations.push(Violation::ReadyTooOld {
                     queue: kind.queue.clone(),
@@ -288,6 +321,23 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
             parked: outbox.parked,
             max: thresholds.max_parked,
         });
+    }
+    for pause in &stats.paused {
+        if pause.paused_for > thresholds.max_paused {
+            let waiting = stats
+                .kinds
+                .iter()
+                .filter(|kind| kind.queue == pause.queue)
+                .map(|kind| kind.counts.ready + kind.counts.scheduled)
+                .sum();
+            violations.push(Violation::QueuePaused {
+                queue: pause.queue.clone(),
+                paused_for: pause.paused_for,
+                paused_by: pause.paused_by.clone(),
+                waiting,
+                max: thresholds.max_paused,
+            });
+        }
     }
     violations
 }
@@ -343,6 +393,36 @@ mod tests {
                 "expired_leases: 2 running jobs of kind send_receipt in queue email with an expired lease, the oldest expired 3m ago and not rescued (at most 1m allowed): is any worker running?",
             ]
         );
+    }
+
+    #[test]
+    fn a_queue_paused_too_long_is_reported_instead_of_its_waiting_jobs() {
+        let mut paused = stats(Counts {
+            ready: 4,
+            scheduled: 1,
+            oldest_ready_age: Some(Duration::from_secs(2 * 60 * 60)),
+            ..Counts::default()
+        });
+        paused.paused = vec![crate::admin::QueuePause {
+            queue: String::from("email"),
+            paused_at: chrono::Utc::now(),
+            paused_for: Duration::from_secs(90 * 60),
+            paused_by: String::from("ops@laptop"),
+            reason: Some(String::from("provider down")),
+        }];
+        let lines: Vec<String> = check(&paused, &HealthThresholds::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            ["queue_paused: queue email has been paused for 1h30m by ops@laptop, with 5 jobs waiting (at most 1h allowed): resume it with `jobs queue resume email`"]
+        );
+        let patient = HealthThresholds {
+            max_paused: Duration::from_secs(2 * 60 * 60),
+            ..HealthThresholds::default()
+        };
+        assert!(check(&paused, &patient).is_empty());
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
 //!   with only when forced).
 //! - [`outbox`]: list parked outbox rows and replay them.
+//! - [`pause_queue`] / [`resume_queue`]: stop and restart the claims of a queue in every worker
+//!   process (running jobs finish); [`paused_queues`] lists the pauses.
 //! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
 //!   batch at a time, one process at a time; every worker runs it (see
 //!   [`WorkerConfig::retention`]). Dead jobs and parked rows are never deleted automatically.
@@ -32,6 +34,7 @@ mod error;
 mod health;
 mod human;
 pub mod outbox;
+mod pauses;
 pub mod retention;
 mod schedules;
 mod stats;
@@ -45,6 +48,10 @@ pub use error::AdminError;
 pub use health::{check, HealthThresholds, Violation};
 pub use human::HumanDuration;
 pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};
+pub use pauses::{
+    pause_queue, paused_queues, resume_queue, PauseOutcome, QueuePause, ResumeOutcome,
+    MAX_PAUSE_NOTE_LEN,
+};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use schedules::{preview_schedule_removal, remove_schedule, Removal, ScheduleRemoval};
 pub(crate) use stats::from_rows as stats_from_rows;

@@ -7,7 +7,7 @@ use jobs_core::{Schedule, ScheduleError};
 
 use sqlx::PgPool;
 
-use super::AdminError;
+use super::{paused_queues, AdminError, QueuePause};
 pub use crate::store::stats::EXACT_RETAINED_BOUND;
 use crate::store::stats::{self as store, RetainedRow, StatsRow};
 
@@ -81,6 +81,8 @@ pub struct Stats {
     pub schedules: Vec<ScheduleStats>,
     /// The outbox: rows waiting for a relay, and parked ones.
     pub outbox: OutboxStats,
+    /// The paused queues, by name (see [`pause_queue`](super::pause_queue)).
+    pub paused: Vec<QueuePause>,
 }
 
 /// Where the done and cancelled numbers of [`Stats`] come from.
@@ -210,6 +212,7 @@ pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
             (_, false) => {}
         }
     }
+    stats.paused = paused_queues(pool).await?;
     Ok(stats)
 }
 

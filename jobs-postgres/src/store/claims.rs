@@ -8,6 +8,19 @@ use jobs_core::JobId;
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
+/// A condition that queue `$queue` (an SQL expression) is not paused: one probe of the primary
+/// key of `jobs_queue_pauses`, evaluated once per statement when `$queue` is a parameter. Every
+/// claim checks it, so a pause stops claims from its next one on, in every worker process.
+macro_rules! queue_not_paused {
+    ($queue:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT FROM jobs_queue_pauses AS paused WHERE paused.queue = ",
+            $queue,
+            ")"
+        )
+    };
+}
+
 /// The end every claim shares: each row of `claimable` becomes `running`, counts the attempt,
 /// and takes a fresh lease token and a lease of `$lease` seconds (an SQL expression); returns
 /// each claimed job with its place in the claim order and the seconds it had been due.
@@ -62,6 +75,9 @@ WITH claimable AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM jobs_queue
         WHERE state = 'ready' AND queue = $1 AND kind = claimed.kind AND run_at <= now()
+          AND ",
+            queue_not_paused!("$1"),
+            "
           AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
             $where,
             "
@@ -84,6 +100,7 @@ WITH claimable AS (
 /// order: by priority (higher first), then `run_at`, then id; each is leased for the seconds
 /// that `$4` gives its kind (`$4` pairs with `$2`). Returns each job with its place in the order
 /// (`priority`, `run_at`, `id`) and the seconds it had been due when claimed (`waited_secs`).
+/// Claims nothing while queue `$1` is paused (every claim below shares that check).
 pub const CLAIM_JOBS: &str = claim_jobs!("", "");
 
 /// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$5` after the place `($6, $7)`
@@ -122,6 +139,9 @@ macro_rules! claim_one_kind {
 WITH claimable AS (
     SELECT id FROM jobs_queue
     WHERE state = 'ready' AND queue = $1 AND kind = ($2::text[])[1] AND run_at <= now()
+      AND ",
+            queue_not_paused!("$1"),
+            "
       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
             $where,
             "
@@ -157,7 +177,8 @@ pub const LOCK_LIMITED_KIND: &str =
 /// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, but no more than leave at most
 /// `$4` jobs of the kind running across all workers, each leased for `$5` seconds. Run after
 /// [`LOCK_LIMITED_KIND`] in the same transaction, so that the count of running jobs is taken
-/// after any other claim of the kind has committed. Returns what [`CLAIM_JOBS`] returns.
+/// after any other claim of the kind has committed. Paused queues of `$2` are skipped. Returns
+/// what [`CLAIM_JOBS`] returns.
 ///
 /// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
 /// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
@@ -176,6 +197,9 @@ WITH room AS (
         CROSS JOIN LATERAL (
             SELECT id, priority, run_at FROM jobs_queue
             WHERE state = 'ready' AND queue = claimed.queue AND kind = $1 AND run_at <= now()
+              AND ",
+    queue_not_paused!("claimed.queue"),
+    "
             ORDER BY priority DESC, run_at, id
             LIMIT (SELECT jobs FROM room)
             FOR UPDATE SKIP LOCKED

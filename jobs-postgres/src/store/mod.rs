@@ -45,6 +45,7 @@ pub(crate) mod enqueue;
 pub(crate) mod migrations;
 pub(crate) mod outbox;
 pub(crate) mod outcomes;
+pub(crate) mod pauses;
 pub(crate) mod processed;
 pub(crate) mod rescue;
 pub(crate) mod retention;
