@@ -63,6 +63,12 @@ pub enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
+    /// Queues: pause one (no worker claims its jobs; running ones finish) and resume it.
+    Queue {
+        /// What to do with a queue.
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
     /// Schedules: remove one the code no longer declares (`jobs stats` lists them).
     Schedule {
         /// What to do with a schedule.
@@ -112,6 +118,41 @@ pub enum Command {
         /// Most parked outbox rows there may be.
         #[arg(long, value_name = "N", default_value_t = 0)]
         max_parked: u64,
+        /// Longest a queue may stay paused (its waiting jobs are not reported as old meanwhile:
+        /// the pause is).
+        #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration)]
+        max_paused: Duration,
+    },
+}
+
+/// What to do with a queue.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Stop every worker process from claiming the queue's jobs, from their next claim on.
+    ///
+    /// Jobs already running finish; new jobs are still accepted and wait. The pause is kept in
+    /// the database: it holds across restarts until `jobs queue resume`. `jobs stats` lists
+    /// paused queues, and `jobs check` reports one paused longer than --max-paused.
+    Pause {
+        /// The queue.
+        queue: String,
+        /// Why, for the record (shown by `jobs stats`).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who is pausing it, for the record [default: $USER@hostname].
+        #[arg(long, value_name = "WHO")]
+        by: Option<String>,
+        /// Print JSON instead of a sentence.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let workers claim the queue's jobs again (idle workers start at once).
+    Resume {
+        /// The queue.
+        queue: String,
+        /// Print JSON instead of a sentence.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -6,13 +6,14 @@ mod dead;
 mod migrate;
 mod outbox;
 mod prune;
+mod queue;
 mod schedule;
 mod stats;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, DeadCommand, OutboxCommand, ScheduleCommand};
+use crate::cli::{Cli, Command, DeadCommand, OutboxCommand, QueueCommand, ScheduleCommand};
 use crate::connect::connect;
 use crate::error::CliError;
 
@@ -79,6 +80,15 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 confirm,
             } => outbox::replay(&pool, if all { None } else { Some(&ids) }, change, confirm).await,
         },
+        Command::Queue { command } => match command {
+            QueueCommand::Pause {
+                queue,
+                reason,
+                by,
+                json,
+            } => queue::pause(&pool, &queue, reason.as_deref(), by, json).await,
+            QueueCommand::Resume { queue, json } => queue::resume(&pool, &queue, json).await,
+        },
         Command::Schedule { command } => match command {
             ScheduleCommand::Remove {
                 name,
@@ -98,6 +108,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             schedule_grace,
             max_unpublished_age,
             max_parked,
+            max_paused,
         } => {
             let thresholds = jobs_postgres::admin::HealthThresholds {
                 max_dead,
@@ -106,6 +117,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 schedule_grace,
                 max_unpublished_age,
                 max_parked,
+                max_paused,
             };
             check::run(&pool, &thresholds).await
         }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use jobs_postgres::admin::{
-    self, Counts, HumanDuration, OutboxStats, RetainedCounts, ScheduleStats, Stats,
+    self, Counts, HumanDuration, OutboxStats, QueuePause, RetainedCounts, ScheduleStats, Stats,
     EXACT_RETAINED_BOUND, MAX_COUNTED_TICKS,
 };
 use jobs_postgres::PgPool;
@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::{json_text, Report};
 use crate::error::CliError;
+use crate::escape::shown;
 use crate::table::{Align, Table};
 
 /// Reads the numbers and renders them.
@@ -33,7 +34,31 @@ fn to_table(stats: &Stats) -> String {
         text.push('\n');
         text.push_str(&line);
     }
+    if !stats.paused.is_empty() {
+        text.push('\n');
+        text.push_str(&pauses_lines(&stats.paused));
+    }
     text
+}
+
+/// One line per paused queue: since when, by whom, why.
+fn pauses_lines(pauses: &[QueuePause]) -> String {
+    pauses
+        .iter()
+        .map(|pause| {
+            let reason = pause
+                .reason
+                .as_deref()
+                .map(|reason| format!(": {}", shown(reason)))
+                .unwrap_or_default();
+            format!(
+                "paused: queue {} for {} by {}{reason}\n",
+                shown(&pause.queue),
+                HumanDuration(pause.paused_for),
+                shown(&pause.paused_by)
+            )
+        })
+        .collect()
 }
 
 /// One line on the outbox, or none when it holds nothing unpublished or parked.
@@ -201,6 +226,13 @@ fn to_json(stats: &Stats) -> Value {
             "oldest_unpublished_secs": stats.outbox.oldest_unpublished_age.map(|age| age.as_secs_f64()),
             "parked": stats.outbox.parked,
         },
+        "paused": stats.paused.iter().map(|pause| json!({
+            "queue": pause.queue,
+            "paused_at": pause.paused_at.to_rfc3339(),
+            "paused_secs": pause.paused_for.as_secs_f64(),
+            "paused_by": pause.paused_by,
+            "reason": pause.reason,
+        })).collect::<Vec<_>>(),
         "total": counts_json(&stats.total(), stats.retained),
         "retained": match stats.retained {
             RetainedCounts::Counted => "counted",

@@ -11,4 +11,5 @@ mod escaping;
 mod migrate;
 mod outbox;
 mod prune;
+mod queue;
 mod stats;
