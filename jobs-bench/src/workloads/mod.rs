@@ -25,42 +25,16 @@ pub struct Workload {
     pub run: for<'a> fn(&'a Options, &'a mut Report) -> Outcome<'a>,
 }
 
+/// The workloads of the modules named, each under its module's name and running its `run`.
+macro_rules! workloads {
+    ($($module:ident),* $(,)?) => {
+        &[$(Workload {
+            name: stringify!($module),
+            run: |options, report| Box::pin($module::run(options, report)),
+        }),*]
+    };
+}
+
 /// Every workload, in the order they run.
-pub const ALL: &[Workload] = &[
-    Workload {
-        name: "enqueue",
-        run: |options, report| Box::pin(enqueue::run(options, report)),
-    },
-    Workload {
-        name: "bulk",
-        run: |options, report| Box::pin(bulk::run(options, report)),
-    },
-    Workload {
-        name: "drain",
-        run: |options, report| Box::pin(drain::run(options, report)),
-    },
-    Workload {
-        name: "latency",
-        run: |options, report| Box::pin(latency::run(options, report)),
-    },
-    Workload {
-        name: "growth",
-        run: |options, report| Box::pin(growth::run(options, report)),
-    },
-    Workload {
-        name: "pressure",
-        run: |options, report| Box::pin(pressure::run(options, report)),
-    },
-    Workload {
-        name: "memory",
-        run: |options, report| Box::pin(memory::run(options, report)),
-    },
-    Workload {
-        name: "outbox",
-        run: |options, report| Box::pin(outbox::run(options, report)),
-    },
-    Workload {
-        name: "stats",
-        run: |options, report| Box::pin(stats::run(options, report)),
-    },
-];
+pub const ALL: &[Workload] =
+    workloads![enqueue, bulk, drain, latency, growth, pressure, memory, outbox, stats];
