@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use jobs_chaos::{stale_then_fresh, watches_its_lease};
 
-use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{error_kinds, secs, serial, wait_until, ChaosDb, Figures, Worker};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_complete_a_job_it_lost() {
@@ -42,15 +42,7 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
             &format!("job {id} to be done by the second worker"),
             Duration::from_secs(20),
             &[&rescuer],
-            || async {
-                let state: String =
-                    sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-                        .bind(id)
-                        .fetch_one(&db.pool)
-                        .await
-                        .expect("state");
-                state == "done"
-            },
+            || async { db.state_of(id).await == "done" },
         )
         .await;
     }
@@ -81,17 +73,12 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
             .fetch_one(&db.pool)
             .await
             .expect("the notice");
-    let watcher_state: String = sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-        .bind(watcher)
-        .fetch_one(&db.pool)
-        .await
-        .expect("the watcher");
+    let watcher_state = db.state_of(watcher).await;
     let log = paused.log();
     Figures::new("SIGSTOP past the lease (2 s), SIGCONT after another worker finished the jobs")
         .add("jobs enqueued", 2)
-        .add("completed", db.count_in("done").await)
-        .add("lost", 2 - db.count_in("done").await)
-        .add("run more than once", db.run_more_than_once().await.len())
+        .outcome(&db, 2 - db.count_in("done").await)
+        .await
         .add(
             "time to recover: SIGSTOP -> jobs done elsewhere",
             secs(taken_over),
@@ -110,14 +97,8 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
 
     assert_eq!(state, "done", "the re-claiming worker's verdict stands");
     assert_eq!(attempts, 2);
-    let kinds: Vec<&str> = errors
-        .as_array()
-        .expect("errors array")
-        .iter()
-        .filter_map(|error| error["kind"].as_str())
-        .collect();
     assert_eq!(
-        kinds,
+        error_kinds(&errors),
         ["lease_expired"],
         "nothing from the paused run: {errors}"
     );
@@ -130,9 +111,6 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
     );
     assert!(log.contains("lease lost"));
 
-    for worker in [&mut paused, &mut rescuer] {
-        worker.signal("TERM");
-        let status = worker.wait_exit(Duration::from_secs(40)).await;
-        assert_eq!(status.code(), Some(0), "{} exit", worker.name);
-    }
+    paused.stop_gracefully().await;
+    rescuer.stop_gracefully().await;
 }

@@ -8,23 +8,21 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::long_job;
 
-use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{ids_of, secs, serial, ChaosDb, Figures, Worker};
 
 const GRACE: Duration = Duration::from_secs(3);
 
 async fn enqueue_long(db: &ChaosDb, count: usize, sleep_ms: u64, only_first: bool) -> Vec<JobId> {
-    long_job::enqueue_many(
-        &db.pool,
-        (0..count).map(|_| long_job::Args {
-            sleep_ms,
-            only_first_attempt: only_first,
-        }),
+    ids_of(
+        long_job::enqueue_many(
+            &db.pool,
+            (0..count).map(|_| long_job::Args {
+                sleep_ms,
+                only_first_attempt: only_first,
+            }),
+        )
+        .await,
     )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect()
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -55,13 +53,7 @@ async fn sigterm_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
     let finishing = enqueue_long(&db, 4, 1_000, false).await;
     let outlasting = enqueue_long(&db, 4, 60_000, false).await;
     let mut worker = Worker::spawn("worker", &settings);
-    wait_until(
-        "all 8 jobs to run",
-        Duration::from_secs(20),
-        &[&worker],
-        || async { db.scalar_i64("SELECT count(*) FROM runs").await == 8 },
-    )
-    .await;
+    db.wait_for_runs(8, &[&worker]).await;
     worker.signal("TERM");
     let signalled = Instant::now();
     let status = worker.wait_exit(Duration::from_secs(20)).await;
@@ -115,13 +107,7 @@ async fn a_second_sigterm_exits_at_once_and_leases_bring_the_jobs_back() {
     let settings = db.settings(); // grace 30 s: only the second signal can end it quickly
     let ids = enqueue_long(&db, 4, 60_000, true).await;
     let mut worker = Worker::spawn("worker", &settings);
-    wait_until(
-        "all 4 jobs to run",
-        Duration::from_secs(20),
-        &[&worker],
-        || async { db.scalar_i64("SELECT count(*) FROM runs").await == 4 },
-    )
-    .await;
+    db.wait_for_runs(4, &[&worker]).await;
     worker.signal("TERM");
     worker
         .wait_for_log("shutting down gracefully", Duration::from_secs(10))
@@ -138,9 +124,8 @@ async fn a_second_sigterm_exits_at_once_and_leases_bring_the_jobs_back() {
     let back = signalled.elapsed();
     Figures::new("SIGTERM twice during 4 jobs of 60 s (grace 30 s, lease 2 s)")
         .add("jobs enqueued", 4)
-        .add("completed (by a successor)", db.count_in("done").await)
-        .add("lost", 4 - db.count_in("done").await)
-        .add("run more than once", db.run_more_than_once().await.len())
+        .outcome(&db, 4 - db.count_in("done").await)
+        .await
         .add("second SIGTERM -> exit", secs(exited))
         .add("exit code", format!("{:?}", status.code()))
         .add(
