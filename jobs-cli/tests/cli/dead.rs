@@ -5,7 +5,7 @@ use std::time::Duration;
 use jobs::{job, JobError, JobResult, State, Worker, WorkerConfig, WorkerHandle};
 use sqlx::PgPool;
 
-use crate::fixtures::{backdate, json_of, share_active_dedupe_key, RunOutput};
+use crate::fixtures::{assert_check_passes, backdate, json_of, share_active_dedupe_key, RunOutput};
 use crate::support::{wait_until, Db};
 
 /// Fails permanently until the test sets the flag (a row in `flags`), then succeeds.
@@ -134,7 +134,7 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
         .prints(&format!(
             "no dead jobs replayed\njob {first} is not dead: nothing to replay\n"
         ));
-    db.jobs(&["check"]).await.success();
+    assert_check_passes(&db, &[]).await;
     worker.shutdown().await.expect("the worker stops");
 }
 

@@ -150,6 +150,14 @@ impl RunOutput for Run {
     }
 }
 
+/// Runs `jobs check FLAGS` and asserts that it passes: exit 0, nothing on stderr, and stdout
+/// the one `ok: ` line.
+pub async fn assert_check_passes(db: &Db, flags: &[&str]) {
+    let args: Vec<&str> = ["check"].iter().chain(flags).copied().collect();
+    let run = db.jobs(&args).await.success();
+    assert!(run.single_line().starts_with("ok: "), "{run:?}");
+}
+
 /// Runs `jobs ARGS`, asserts a clean success, and reads stdout as JSON.
 pub async fn json_of(db: &Db, args: &[&str]) -> Value {
     db.jobs(args).await.success().json()

@@ -1,7 +1,7 @@
 //! The outbox from the command line: its numbers in `jobs stats`, its thresholds in `jobs
 //! check`, and `jobs outbox list|replay` for parked rows.
 
-use crate::fixtures::{assert_framed, json_of, RunOutput};
+use crate::fixtures::{assert_check_passes, assert_framed, json_of, RunOutput};
 use crate::support::Db;
 
 /// Two unpublished rows, the oldest written 10 minutes ago, one published, two parked.
@@ -41,9 +41,7 @@ async fn check_reports_an_outbox_left_behind_and_parked_rows() {
         lines[1],
         "outbox_parked: 2 parked outbox rows (at most 0 allowed): see `jobs outbox list`, replay with `jobs outbox replay`"
     );
-    db.jobs(&["check", "--max-unpublished-age", "15m", "--max-parked", "2"])
-        .await
-        .success();
+    assert_check_passes(&db, &["--max-unpublished-age", "15m", "--max-parked", "2"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

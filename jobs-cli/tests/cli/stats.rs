@@ -60,10 +60,8 @@ async fn stats_right_after_a_first_run_shows_the_finished_jobs() {
     let db = unanalyzed().await;
     db.insert(4, "send_email", "email", "done").await;
     db.insert(1, "send_email", "email", "cancelled").await;
-    let run = db.jobs(&["stats"]).await.success();
-    let lines = run.lines();
     assert_eq!(
-        lines,
+        db.jobs(&["stats"]).await.success().lines(),
         [
             "QUEUE  KIND        READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
             "email  send_email      0          0        0        0     0     4          1  -",
@@ -75,10 +73,8 @@ async fn stats_right_after_a_first_run_shows_the_finished_jobs() {
 async fn stats_mark_estimates_and_say_when_there_is_none() {
     let db = unanalyzed().await;
     db.insert(10_001, "resize", "default", "done").await;
-    let run = db.jobs(&["stats"]).await.success();
-    let lines = run.lines();
     assert_eq!(
-        lines,
+        db.jobs(&["stats"]).await.success().lines(),
         [
             "QUEUE    KIND    READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
             "default  resize      0          0        0        0     0     ?          ?  -",
