@@ -8,26 +8,21 @@ use std::time::{Duration, Instant};
 
 use jobs_chaos::abort_process;
 
-use crate::support::{error_kinds, secs, serial, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, error_kinds, secs, Figures};
 
 const OTHER_JOBS: usize = 1_000;
 const SIGABRT: i32 = 6;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_aborts_its_process_ends_dead() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
+    let (_serial, db) = alone_on_shared_server().await;
     let poison = abort_process::enqueue(&db.pool)
         .await
         .expect("enqueue")
         .id();
     let others = db.enqueue_chaos_jobs(OTHER_JOBS, 10).await;
     let started = Instant::now();
-    let mut workers = [
-        Worker::spawn("worker-a1", &settings),
-        Worker::spawn("worker-b1", &settings),
-    ];
+    let mut workers = [db.spawn_worker("worker-a1"), db.spawn_worker("worker-b1")];
     let mut aborts = 0;
     let mut restarts = [1, 1];
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -43,7 +38,7 @@ async fn a_job_that_aborts_its_process_ends_dead() {
                 aborts += 1;
                 restarts[slot] += 1;
                 let name = format!("worker-{}{}", ["a", "b"][slot], restarts[slot]);
-                *worker = Worker::spawn(&name, &settings);
+                *worker = db.spawn_worker(&name);
             }
         }
         let state = db.state_of(poison).await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::effect_once;
 
-use crate::support::{ids_of, kill_victims, secs, serial, ChaosDb, Figures};
+use crate::support::{alone_on_shared_server, ids_of, kill_victims, secs, Figures};
 
 const JOBS: usize = 1_000;
 const KILLS: usize = 4;
@@ -16,8 +16,7 @@ const RUNS_BEFORE_KILL: i64 = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_transactional_completion_leaves_exactly_one_effect_per_job() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let ids = ids_of(
         effect_once::enqueue_many(
             &db.pool,

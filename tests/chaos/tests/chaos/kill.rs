@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use jobs::JobId;
 
-use crate::support::{kill_victims, secs, serial, ChaosDb, Figures, Kill};
+use crate::support::{alone_on_shared_server, kill_victims, secs, Figures, Kill};
 
 const JOBS: usize = 5_000;
 const KILLS: usize = 5;
@@ -23,8 +23,7 @@ struct KillInFlight {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_five_times_while_draining_loses_nothing() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let ids = db.enqueue_chaos_jobs(JOBS, 10).await;
     let started = Instant::now();
     let (steady, victim, killed) = kill_victims(&db, KILLS, RUNS_BEFORE_KILL).await;

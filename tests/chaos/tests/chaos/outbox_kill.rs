@@ -12,7 +12,7 @@ use jobs::outbox::{publish_in, OutboxMessage, PublishError, Publisher, Relay, Re
 use jobs_nats::testing::{create_stream, shared_url, stored_messages, unique_name};
 use jobs_nats::{async_nats, NatsPublisher};
 
-use crate::support::{serial, wait_until, ChaosDb};
+use crate::support::{alone_on_shared_server, wait_until};
 
 /// Records the ids it is asked to publish.
 struct Recording {
@@ -29,8 +29,7 @@ impl Publisher for Recording {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_killed_between_publish_and_mark_leaves_one_message_in_the_stream() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let client = async_nats::connect(shared_url())
         .await
         .expect("connect to NATS");

@@ -8,13 +8,11 @@ use std::time::{Duration, Instant};
 
 use jobs_chaos::{stale_then_fresh, watches_its_lease};
 
-use crate::support::{error_kinds, secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, error_kinds, secs, wait_until, Figures};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_complete_a_job_it_lost() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
+    let (_serial, db) = alone_on_shared_server().await;
     // Works 4 s on its first attempt, then fails permanently: a verdict that must never land.
     let stale = stale_then_fresh::enqueue(&db.pool, 4_000)
         .await
@@ -24,7 +22,7 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
         .await
         .expect("enqueue")
         .id();
-    let mut paused = Worker::spawn("paused", &settings);
+    let mut paused = db.spawn_worker("paused");
     let pid = paused.pid();
     wait_until(
         "the first worker to run both jobs",
@@ -36,7 +34,7 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
     paused.signal("STOP");
     let stopped_at = Instant::now();
 
-    let mut rescuer = Worker::spawn("rescuer", &settings);
+    let mut rescuer = db.spawn_worker("rescuer");
     for id in [stale, watcher] {
         wait_until(
             &format!("job {id} to be done by the second worker"),

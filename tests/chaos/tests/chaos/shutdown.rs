@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::long_job;
 
-use crate::support::{ids_of, secs, serial, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, ids_of, secs, ChaosDb, Figures, Worker};
 
 const GRACE: Duration = Duration::from_secs(3);
 
@@ -46,8 +46,7 @@ async fn rows(db: &ChaosDb, ids: &[JobId]) -> Vec<Row> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let mut settings = db.settings();
     settings.grace = GRACE;
     let finishing = enqueue_long(&db, 4, 1_000, false).await;
@@ -102,11 +101,10 @@ async fn sigterm_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_sigterm_exits_at_once_and_leases_bring_the_jobs_back() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings(); // grace 30 s: only the second signal can end it quickly
+    let (_serial, db) = alone_on_shared_server().await;
     let ids = enqueue_long(&db, 4, 60_000, true).await;
-    let mut worker = Worker::spawn("worker", &settings);
+    // Grace 30 s: only the second signal can end it quickly.
+    let mut worker = db.spawn_worker("worker");
     db.wait_for_runs(4, &[&worker]).await;
     worker.signal("TERM");
     worker
@@ -118,7 +116,7 @@ async fn a_second_sigterm_exits_at_once_and_leases_bring_the_jobs_back() {
     let exited = signalled.elapsed();
     let left = rows(&db, &ids).await;
 
-    let successor = Worker::spawn("successor", &settings);
+    let successor = db.spawn_worker("successor");
     db.wait_all_done(&ids, Duration::from_secs(20), &[&successor])
         .await;
     let back = signalled.elapsed();

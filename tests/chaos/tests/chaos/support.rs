@@ -24,6 +24,14 @@ pub async fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
 
+/// Waits for the other chaos tests to finish, then creates a fresh database on the shared
+/// server. Keep the guard first in the test (`let (_serial, db) = ...`): dropped last, it lets
+/// the next test start only once this one's workers are gone.
+pub async fn alone_on_shared_server() -> (MutexGuard<'static, ()>, ChaosDb) {
+    let serial = serial().await;
+    (serial, ChaosDb::on_shared_server().await)
+}
+
 /// A fresh, migrated database with the chaos tables, on the shared server or on a cluster.
 pub struct ChaosDb {
     pub pool: PgPool,
@@ -61,6 +69,11 @@ impl ChaosDb {
     /// Worker settings for this database, with fast recovery.
     pub fn settings(&self) -> WorkerSettings {
         WorkerSettings::fast(self.database.url())
+    }
+
+    /// Starts a chaos worker named `name` on this database, with [`settings`](Self::settings).
+    pub fn spawn_worker(&self, name: &str) -> Worker {
+        Worker::spawn(name, &self.settings())
     }
 
     /// Enqueues `count` `chaos_job`s, each working `sleep_ms`; returns their ids.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use jobs_chaos::APPLICATION_NAME;
 
-use crate::support::{secs, serial, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, secs, Figures};
 
 const FAULT: Duration = Duration::from_secs(10);
 const EVERY: Duration = Duration::from_millis(200);
@@ -15,12 +15,10 @@ const JOBS_PER_TICK: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backends_terminated_every_200_ms_for_10_s() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
+    let (_serial, db) = alone_on_shared_server().await;
     let mut ids = db.enqueue_chaos_jobs(INITIAL_JOBS, 5).await;
-    let mut first = Worker::spawn("worker-1", &settings);
-    let mut second = Worker::spawn("worker-2", &settings);
+    let mut first = db.spawn_worker("worker-1");
+    let mut second = db.spawn_worker("worker-2");
     first.wait_started().await;
     second.wait_started().await;
 
