@@ -47,6 +47,15 @@ async fn wait_for(db: &Db, what: &str, query: &'static str, expected: i64) {
     .await;
 }
 
+/// The attempts counted for job `id`, and the errors its history keeps.
+async fn attempts_and_errors(db: &Db, id: i64) -> (i32, i32) {
+    sqlx::query_as("SELECT attempts, jsonb_array_length(errors) FROM jobs_queue WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap_or_else(|error| panic!("job {id}: {error}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
     let db = Db::migrated().await;
@@ -116,14 +125,8 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
         2,
     )
     .await;
-    let (attempts, errors): (i32, i32) =
-        sqlx::query_as("SELECT attempts, jsonb_array_length(errors) FROM jobs_queue WHERE id = $1")
-            .bind(first)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
     assert_eq!(
-        (attempts, errors),
+        attempts_and_errors(&db, first).await,
         (1, 1),
         "one new attempt, the old error kept"
     );

@@ -44,6 +44,14 @@ async fn update_jobs(db: &Db, ids: &[i64], set: &str) {
         .unwrap_or_else(|error| panic!("{statement}: {error}"));
 }
 
+/// How many jobs are in each state, by state.
+pub async fn jobs_per_state(db: &Db) -> Vec<(String, i64)> {
+    sqlx::query_as("SELECT state, count(*) FROM jobs_queue GROUP BY state ORDER BY state")
+        .fetch_all(&db.pool)
+        .await
+        .expect("jobs per state")
+}
+
 /// Writes `count` outbox rows parked after one attempt (topic `orders.paid`, error `refused`).
 pub async fn park_outbox_rows(db: &Db, count: i64) {
     sqlx::query(

@@ -1,6 +1,6 @@
 //! `jobs prune`: old done and cancelled jobs go; dead and recent ones stay.
 
-use crate::fixtures::{backdate, RunOutput};
+use crate::fixtures::{backdate, jobs_per_state, RunOutput};
 use crate::support::Db;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -16,13 +16,8 @@ async fn prune_deletes_old_finished_jobs_only() {
     db.jobs(&["prune"])
         .await
         .prints("deleted 4 jobs finished more than 7d ago (3 done, 1 cancelled)\n");
-    let left: Vec<(String, i64)> =
-        sqlx::query_as("SELECT state, count(*) FROM jobs_queue GROUP BY state ORDER BY state")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
     assert_eq!(
-        left,
+        jobs_per_state(&db).await,
         [
             ("dead".to_string(), 1),
             ("done".to_string(), 2),
