@@ -10,14 +10,9 @@ use crate::support::{Counting, Env, RunningRelay};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_transaction_publishes_nothing() {
     let env = Env::new().await;
+    let order = serde_json::json!({ "order_id": 1 });
     let mut tx = env.pool.begin().await.unwrap();
-    publish_in(
-        &mut tx,
-        "orders.placed",
-        &serde_json::json!({ "order_id": 1 }),
-    )
-    .await
-    .unwrap();
+    publish_in(&mut tx, "orders.placed", &order).await.unwrap();
     tx.rollback().await.unwrap();
     // A committed event after it, so that the relay is seen to have run past the rolled-back
     // one.

@@ -36,14 +36,9 @@ async fn a_relay_killed_between_publish_and_mark_leaves_one_message_in_the_strea
     let jetstream = async_nats::jetstream::new(client);
     let stream = unique_name("outbox_kill");
     let (_, prefix) = create_stream(&jetstream, &stream).await.expect("stream");
+    let order = serde_json::json!({ "order_id": 1042 });
     let mut tx = db.pool.begin().await.unwrap();
-    let id = publish_in(
-        &mut tx,
-        "orders.placed",
-        &serde_json::json!({ "order_id": 1042 }),
-    )
-    .await
-    .unwrap();
+    let id = publish_in(&mut tx, "orders.placed", &order).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut relay = Command::new(env!("CARGO_BIN_EXE_chaos-relay"))
