@@ -19,14 +19,15 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use jobs::postgres::testing::TestDatabase;
 use jobs::{
     is_processed, job, mark_processed, JobContext, JobContextExt, JobError, JobResult, State,
     Worker, WorkerConfig,
 };
 use sqlx::PgPool;
+
+mod support;
 
 /// A payment provider that honours idempotency keys, like most card APIs: a request with a
 /// key it has seen returns the first answer. Its first response is lost on the way back.
@@ -186,17 +187,10 @@ async fn checkout(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
-        )
-        .init();
-
-    let database = TestDatabase::create().await?;
-    println!("Using scratch database `{}`", database.name());
+    support::init_logging();
     // Room for what the worker can use at once: one queue of 16 jobs at once, its producer and 6 connections for the
     // worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
-    let pool = database.pool(23).await?;
+    let (_database, pool) = support::scratch_database(23).await?;
     jobs::migrate(&pool).await?;
     sqlx::query(
         "CREATE TABLE demo_orders (
@@ -233,24 +227,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .build()?
         .start();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let unsettled: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM jobs_queue WHERE state IN ('ready', 'running')",
-        )
-        .fetch_one(&pool)
-        .await?;
-        let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs_queue")
-            .fetch_one(&pool)
-            .await?;
-        if unsettled == 0 && jobs == 2 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("jobs did not settle within 60 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The charge and the receipt it enqueued.
+    support::wait_until_settled(&pool, 2).await?;
     worker.shutdown().await?;
 
     println!("\n3. Outcome");

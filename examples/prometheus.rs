@@ -15,10 +15,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use jobs::metrics as names;
-use jobs::postgres::testing::TestDatabase;
 use jobs::{job, JobContext, JobError, JobResult, Worker, WorkerConfig};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::PgPool;
+
+mod support;
 
 /// Renders a thumbnail: always works, in a few milliseconds.
 #[job(queue = "media")]
@@ -91,6 +92,7 @@ fn install(address: SocketAddr) -> Result<PrometheusHandle, Box<dyn std::error::
     Ok(handle)
 }
 
+/// Enqueues the batch: 12 thumbnails, 3 invoices and 2 charges.
 async fn enqueue_work(pool: &PgPool) -> Result<(), jobs::EnqueueError> {
     for image_id in 1..=12 {
         render_thumbnail::enqueue(pool, image_id).await?;
@@ -121,19 +123,9 @@ fn gauges_settled(scrape: &str) -> bool {
         && values(names::DEAD).sum::<f64>() == 1.0
 }
 
-async fn unsettled(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state IN ('ready', 'running')")
-        .fetch_one(pool)
-        .await
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
-        )
-        .init();
+    support::init_logging();
     let serve = std::env::args()
         .skip(1)
         .any(|argument| argument == "--serve");
@@ -142,11 +134,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .parse()?;
     let metrics = install(address)?;
 
-    let database = TestDatabase::create().await?;
-    println!("Using scratch database `{}`", database.name());
     // Room for what the worker can use at once: three queues of 16 jobs at once, a producer for each and 6 connections
     // for the worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
-    let pool = database.pool(57).await?;
+    let (_database, pool) = support::scratch_database(57).await?;
     jobs::migrate(&pool).await?;
     enqueue_work(&pool).await?;
     println!(
@@ -165,12 +155,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .start();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(60);
-    while unsettled(&pool).await? > 0 {
-        if Instant::now() > deadline {
-            return Err("jobs did not settle within 60 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::wait_until_settled(&pool, 17).await?;
     println!(
         "All jobs settled in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -14,9 +14,10 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use jobs::postgres::testing::TestDatabase;
 use jobs::{job, JobContext, JobError, JobResult, State, Worker, WorkerConfig};
 use sqlx::{PgConnection, PgPool};
+
+mod support;
 
 /// A mail server that is down for its first `outage_attempts` calls.
 struct FlakySmtp {
@@ -121,17 +122,11 @@ async fn insert_user(conn: &mut PgConnection, email: &str) -> Result<i64, sqlx::
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
-        )
-        .init();
-
-    let database = TestDatabase::migrated().await?;
-    println!("Using scratch database `{}`", database.name());
+    support::init_logging();
     // Room for what the worker can use at once: two queues of 16 jobs at once, a producer for each and 6 connections for
     // the worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
-    let pool = database.pool(40).await?;
+    let (_database, pool) = support::scratch_database(40).await?;
+    jobs::migrate(&pool).await?;
     create_users_table(&pool).await?;
 
     println!("\n1. Requests: each signs a user up and enqueues two jobs in the same transaction");
@@ -164,21 +159,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .start();
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(60);
-    loop {
-        let unsettled: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM jobs_queue WHERE state IN ('ready', 'running')",
-        )
-        .fetch_one(&pool)
-        .await?;
-        if unsettled == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("jobs did not settle within 60 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::wait_until_settled(&pool, pending).await?;
     worker.shutdown().await?;
     println!(
         "  all jobs settled in {:.1} s",

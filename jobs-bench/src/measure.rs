@@ -44,6 +44,20 @@ pub async fn insert_ready_noops(pool: &PgPool, count: usize) -> Result<(), sqlx:
     Ok(())
 }
 
+/// Inserts `count` done `noop` jobs with plain SQL, as retention would keep them, outside any
+/// measurement.
+pub async fn insert_done_noops(pool: &PgPool, count: usize) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
+         SELECT 'noop', 'default', jsonb_build_object('n', n), 'done', 1, 8, now()
+         FROM generate_series(1, $1) AS n",
+    )
+    .bind(i64::try_from(count).unwrap_or(i64::MAX))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Waits until `noop` has run `runs` times in this process (watching a counter, so the
 /// database being measured does no extra work), then until no job is ready or running (the
 /// last outcomes written); returns when it saw that.

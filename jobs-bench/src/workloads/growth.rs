@@ -2,7 +2,7 @@
 
 use jobs::postgres::worker::Completion;
 
-use crate::measure::{insert_ready_noops, Fresh};
+use crate::measure::{insert_done_noops, insert_ready_noops, Fresh};
 use crate::options::Options;
 use crate::report::Report;
 use crate::workloads::drain::{drain_rate, drain_ready, Drainer};
@@ -19,14 +19,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         sqlx::query("TRUNCATE jobs_queue")
             .execute(&fresh.pool)
             .await?;
-        sqlx::query(
-            "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
-             SELECT 'noop', 'default', jsonb_build_object('n', n), 'done', 1, 8, now()
-             FROM generate_series(1, $1) AS n",
-        )
-        .bind(options.retained_rows as i64)
-        .execute(&fresh.pool)
-        .await?;
+        insert_done_noops(&fresh.pool, options.retained_rows).await?;
         insert_ready_noops(&fresh.pool, options.drain_jobs).await?;
         fresh.vacuum().await?;
         retained.push(drain_ready(&fresh.pool, options.drain_jobs, CONCURRENCY, drainer).await?);

@@ -25,7 +25,7 @@ pub struct Workload {
     pub run: for<'a> fn(&'a Options, &'a mut Report) -> Outcome<'a>,
 }
 
-/// A `Workload` named after its module, running the module's `run`.
+/// The workloads of the modules named, each under its module's name and running its `run`.
 macro_rules! workloads {
     ($($module:ident),* $(,)?) => {
         &[$(Workload {
@@ -37,4 +37,4 @@ macro_rules! workloads {
 
 /// Every workload, in the order they run.
 pub const ALL: &[Workload] =
-    workloads![enqueue, bulk, drain, latency, growth, pressure, memory, outbox, stats,];
+    workloads![enqueue, bulk, drain, latency, growth, pressure, memory, outbox, stats];

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::measure::{insert_ready_noops, quantile, Fresh};
+use crate::measure::{insert_done_noops, insert_ready_noops, quantile, Fresh};
 use crate::options::Options;
 use crate::report::Report;
 
@@ -10,14 +10,7 @@ const CALLS: usize = 20;
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let fresh = Fresh::new(2).await?;
-    sqlx::query(
-        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
-         SELECT 'noop', 'default', jsonb_build_object('n', n), 'done', 1, 8, now()
-         FROM generate_series(1, $1) AS n",
-    )
-    .bind(options.retained_rows as i64)
-    .execute(&fresh.pool)
-    .await?;
+    insert_done_noops(&fresh.pool, options.retained_rows).await?;
     insert_ready_noops(&fresh.pool, 10_000).await?;
     fresh.vacuum().await?;
     jobs::admin::stats(&fresh.pool).await?;

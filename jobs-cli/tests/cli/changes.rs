@@ -4,7 +4,10 @@
 
 use serde_json::Value;
 
-use crate::support::{Db, Run};
+use crate::fixtures::{
+    backdate, json_of, park_outbox_rows, share_active_dedupe_key, RunOutput, Schedule,
+};
+use crate::support::Db;
 
 /// The rows of `jobs_queue` and `jobs_outbox`, to compare before and after a dry run.
 async fn snapshot(db: &Db) -> (Vec<(i64, String, i32)>, Vec<(i64, String)>) {
@@ -17,10 +20,6 @@ async fn snapshot(db: &Db) -> (Vec<(i64, String, i32)>, Vec<(i64, String)>) {
         .await
         .unwrap();
     (jobs, outbox)
-}
-
-fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}: {run:?}"))
 }
 
 /// The ids under `key` of a JSON report, whether listed as numbers or as `{"id": ..}`.
@@ -39,29 +38,15 @@ async fn dry_runs_change_nothing_and_list_what_would_change() {
     let dead = db.insert(2, "resize", "default", "dead").await;
     let held = db.insert(1, "sync_user", "sync", "dead").await;
     let holder = db.insert(1, "sync_user", "sync", "ready").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET dedupe_key = 'sync:1', dedupe_scope = 'active',
-                               run_at = now() + interval '1 hour'
-         WHERE id IN ({}, {})",
-        held[0], holder[0]
-    ))
-    .await;
+    share_active_dedupe_key(&db, &[held[0], holder[0]], "sync:1").await;
     let old = db.insert(3, "resize", "default", "done").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET finished_at = now() - interval '8 days' WHERE id >= {}",
-        old[0]
-    ))
-    .await;
-    db.execute(
-        "INSERT INTO jobs_outbox (topic, payload, state, attempts, last_error, parked_at)
-         VALUES ('orders.paid', '{}', 'parked', 1, 'refused', now()),
-                ('orders.paid', '{}', 'parked', 1, 'refused', now())",
-    )
-    .await;
-    db.execute(
-        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
-         VALUES ('nightly', 'resize', 'default', 'every 1d', 'latest', now() - interval '3 days')",
-    )
+    backdate(&db, &old, &["finished_at"], "8 days").await;
+    park_outbox_rows(&db, 2).await;
+    Schedule {
+        ticked_ago: "3 days",
+        ..Schedule::default()
+    }
+    .insert(&db)
     .await;
     let before = snapshot(&db).await;
 
@@ -83,21 +68,17 @@ async fn dry_runs_change_nothing_and_list_what_would_change() {
         )),
         "{replay:?}"
     );
-    let replay = json(
-        &db.jobs(&["dead", "replay", "--all", "--dry-run", "--json"])
-            .await
-            .success(),
-    );
+    let replay = json_of(&db, &["dead", "replay", "--all", "--dry-run", "--json"]).await;
     assert_eq!(replay["dry_run"], true);
     assert_eq!(ids(&replay, "replayed"), dead);
     assert_eq!(ids(&replay, "skipped"), held);
     assert_eq!(replay["skipped"][0]["held_by"], holder[0]);
 
-    let discard = json(
-        &db.jobs(&["dead", "discard", "--kind", "resize", "--dry-run", "--json"])
-            .await
-            .success(),
-    );
+    let discard = json_of(
+        &db,
+        &["dead", "discard", "--kind", "resize", "--dry-run", "--json"],
+    )
+    .await;
     assert_eq!(ids(&discard, "discarded"), dead);
     let discard = db
         .jobs(&["dead", "discard", "--id", &dead[0].to_string(), "--dry-run"])
@@ -110,22 +91,19 @@ async fn dry_runs_change_nothing_and_list_what_would_change() {
         "{discard:?}"
     );
 
-    let prune = db.jobs(&["prune", "--dry-run"]).await.success();
-    assert_eq!(
-        prune.stdout,
-        "would delete 3 jobs finished more than 7d ago (3 done, 0 cancelled)\n"
-    );
-    let prune = json(&db.jobs(&["prune", "--dry-run", "--json"]).await.success());
+    db.jobs(&["prune", "--dry-run"])
+        .await
+        .prints("would delete 3 jobs finished more than 7d ago (3 done, 0 cancelled)\n");
+    let prune = json_of(&db, &["prune", "--dry-run", "--json"]).await;
     assert_eq!(prune["done"], 3);
     assert_eq!(prune["dry_run"], true);
 
-    let outbox = db
-        .jobs(&["outbox", "replay", "--all", "--dry-run"])
+    db.jobs(&["outbox", "replay", "--all", "--dry-run"])
         .await
-        .success();
-    assert_eq!(outbox.stdout, "would replay 2 parked outbox rows: 1, 2\n");
-    let outbox = json(
-        &db.jobs(&[
+        .prints("would replay 2 parked outbox rows: 1, 2\n");
+    let outbox = json_of(
+        &db,
+        &[
             "outbox",
             "replay",
             "--id",
@@ -134,26 +112,20 @@ async fn dry_runs_change_nothing_and_list_what_would_change() {
             "9",
             "--dry-run",
             "--json",
-        ])
-        .await
-        .success(),
-    );
+        ],
+    )
+    .await;
     assert_eq!(ids(&outbox, "replayed"), [2]);
     assert_eq!(ids(&outbox, "not_parked"), [9]);
 
-    let schedule = db
-        .jobs(&["schedule", "remove", "nightly", "--dry-run"])
+    db.jobs(&["schedule", "remove", "nightly", "--dry-run"])
         .await
-        .success();
-    assert_eq!(
-        schedule.stdout,
-        "would remove schedule nightly; its jobs would stay\n"
-    );
-    let schedule = json(
-        &db.jobs(&["schedule", "remove", "nightly", "--dry-run", "--json"])
-            .await
-            .success(),
-    );
+        .prints("would remove schedule nightly; its jobs would stay\n");
+    let schedule = json_of(
+        &db,
+        &["schedule", "remove", "nightly", "--dry-run", "--json"],
+    )
+    .await;
     assert_eq!(schedule["removed"], true);
 
     assert_eq!(snapshot(&db).await, before, "a dry run changed something");
@@ -165,21 +137,18 @@ async fn json_reports_what_was_changed() {
     let db = Db::migrated().await;
     let dead = db.insert(2, "resize", "default", "dead").await;
     db.insert(1, "resize", "default", "done").await;
-    db.execute(
-        "INSERT INTO jobs_outbox (topic, payload, state, attempts, last_error, parked_at)
-         VALUES ('orders.paid', '{}', 'parked', 1, 'refused', now())",
+    park_outbox_rows(&db, 1).await;
+
+    let replay = json_of(
+        &db,
+        &["dead", "replay", "--id", &dead[0].to_string(), "--json"],
     )
     .await;
-
-    let replay = json(
-        &db.jobs(&["dead", "replay", "--id", &dead[0].to_string(), "--json"])
-            .await
-            .success(),
-    );
     assert_eq!(replay["dry_run"], false);
     assert_eq!(ids(&replay, "replayed"), [dead[0]]);
-    let discard = json(
-        &db.jobs(&[
+    let discard = json_of(
+        &db,
+        &[
             "dead",
             "discard",
             "--id",
@@ -187,30 +156,17 @@ async fn json_reports_what_was_changed() {
             "--id",
             &dead[1].to_string(),
             "--json",
-        ])
-        .await
-        .success(),
-    );
+        ],
+    )
+    .await;
     assert_eq!(ids(&discard, "discarded"), [dead[1]]);
     assert_eq!(ids(&discard, "not_dead"), [dead[0]]);
-    let outbox = json(
-        &db.jobs(&["outbox", "replay", "--all", "--yes", "--json"])
-            .await
-            .success(),
-    );
+    let outbox = json_of(&db, &["outbox", "replay", "--all", "--yes", "--json"]).await;
     assert_eq!(ids(&outbox, "replayed"), [1]);
-    let prune = json(
-        &db.jobs(&["prune", "--older-than", "0s", "--json"])
-            .await
-            .success(),
-    );
+    let prune = json_of(&db, &["prune", "--older-than", "0s", "--json"]).await;
     assert_eq!(prune["done"], 1);
     assert_eq!(prune["dry_run"], false);
-    let schedule = json(
-        &db.jobs(&["schedule", "remove", "nightly", "--json"])
-            .await
-            .success(),
-    );
+    let schedule = json_of(&db, &["schedule", "remove", "nightly", "--json"]).await;
     assert_eq!(schedule["removed"], false);
 }
 
@@ -218,11 +174,7 @@ async fn json_reports_what_was_changed() {
 async fn a_broad_selection_without_a_terminal_needs_yes() {
     let db = Db::migrated().await;
     let dead = db.insert(2, "resize", "default", "dead").await;
-    db.execute(
-        "INSERT INTO jobs_outbox (topic, payload, state, attempts, last_error, parked_at)
-         VALUES ('orders.paid', '{}', 'parked', 1, 'refused', now())",
-    )
-    .await;
+    park_outbox_rows(&db, 1).await;
     let before = snapshot(&db).await;
 
     for args in [
@@ -247,44 +199,25 @@ async fn a_broad_selection_without_a_terminal_needs_yes() {
         .await
         .success();
     // With --yes it goes ahead.
-    let discard = db
-        .jobs(&["dead", "discard", "--all", "--yes"])
+    db.jobs(&["dead", "discard", "--all", "--yes"])
         .await
-        .success();
-    assert_eq!(
-        discard.stdout,
-        "discarded 1 dead job: resize (queue default) 1\n"
-    );
-    let outbox = db
-        .jobs(&["outbox", "replay", "--all", "-y"])
+        .prints("discarded 1 dead job: resize (queue default) 1\n");
+    db.jobs(&["outbox", "replay", "--all", "-y"])
         .await
-        .success();
-    assert_eq!(
-        outbox.stdout,
-        "replayed 1 parked outbox row: a relay publishes it next\n"
-    );
+        .prints("replayed 1 parked outbox row: a relay publishes it next\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_of_removing_a_schedule_still_kept_up_with_says_it_needs_force() {
     let db = Db::migrated().await;
-    db.execute(
-        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
-         VALUES ('nightly', 'resize', 'default', 'every 1d', 'latest', now())",
-    )
-    .await;
+    Schedule::default().insert(&db).await;
     let refused = db
         .jobs(&["schedule", "remove", "nightly", "--dry-run"])
         .await;
     assert_eq!(refused.code, 2, "{refused:?}");
     assert!(refused.stderr.contains("--force"), "{refused:?}");
-    let forced = db
-        .jobs(&["schedule", "remove", "nightly", "--dry-run", "--force"])
+    db.jobs(&["schedule", "remove", "nightly", "--dry-run", "--force"])
         .await
-        .success();
-    assert_eq!(
-        forced.stdout,
-        "would remove schedule nightly; its jobs would stay\n"
-    );
+        .prints("would remove schedule nightly; its jobs would stay\n");
     assert_eq!(db.count("SELECT count(*) FROM jobs_schedules").await, 1);
 }

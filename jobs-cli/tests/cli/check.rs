@@ -1,6 +1,7 @@
 //! `jobs check`: exit 0 when healthy; exit 1 and one line per threshold crossed, naming the
 //! kind and the number.
 
+use crate::fixtures::{assert_check_passes, assert_framed, backdate, RunOutput, Schedule};
 use crate::support::Db;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -9,11 +10,9 @@ async fn a_healthy_queue_passes() {
     db.insert(2, "send_email", "email", "ready").await;
     db.insert(1, "resize", "default", "running").await;
     db.insert(5, "resize", "default", "done").await;
-    let run = db.jobs(&["check"]).await.success();
-    assert_eq!(
-        run.stdout,
-        "ok: 2 kinds in 2 queues; 2 ready, 1 running, 0 dead\n"
-    );
+    db.jobs(&["check"])
+        .await
+        .prints("ok: 2 kinds in 2 queues; 2 ready, 1 running, 0 dead\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,62 +20,42 @@ async fn a_dead_job_fails_the_check() {
     let db = Db::migrated().await;
     db.insert(2, "send_email", "email", "dead").await;
     db.insert(1, "resize", "default", "ready").await;
-    let run = db.jobs(&["check"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
+    let run = db.jobs(&["check"]).await.failed_check();
     assert_eq!(
         run.stdout,
         "dead: 2 dead jobs of kind send_email in queue email (at most 0 allowed)\n"
     );
     // The threshold is a flag.
-    let tolerant = db.jobs(&["check", "--max-dead", "2"]).await.success();
-    assert!(tolerant.stdout.starts_with("ok: "), "{tolerant:?}");
+    assert_check_passes(&db, &["--max-dead", "2"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_job_waiting_too_long_fails_the_check() {
     let db = Db::migrated().await;
     let ids = db.insert(3, "send_email", "email", "ready").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET run_at = now() - interval '10 minutes', created_at = now() - interval '10 minutes' WHERE id = {}",
-        ids[0]
-    ))
-    .await;
-    let run = db.jobs(&["check"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
-    let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{run:?}");
-    assert!(
-        lines[0].starts_with(
-            "ready_age: the oldest of 3 ready jobs of kind send_email in queue email has waited 10m"
-        ),
-        "{run:?}"
+    backdate(&db, &ids[..1], &["run_at", "created_at"], "10 minutes").await;
+    let run = db.jobs(&["check"]).await.failed_check();
+    assert_framed(
+        run.single_line(),
+        "ready_age: the oldest of 3 ready jobs of kind send_email in queue email has waited 10m",
+        "(at most 5m allowed)",
     );
-    assert!(lines[0].ends_with("(at most 5m allowed)"), "{run:?}");
-    db.jobs(&["check", "--max-ready-age", "15m"])
-        .await
-        .success();
+    assert_check_passes(&db, &["--max-ready-age", "15m"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_nobody_rescues_fails_the_check() {
     let db = Db::migrated().await;
     let ids = db.insert(1, "resize", "default", "running").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET lease_expires_at = now() - interval '3 minutes' WHERE id = {}",
-        ids[0]
-    ))
-    .await;
-    let run = db.jobs(&["check"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
+    backdate(&db, &ids, &["lease_expires_at"], "3 minutes").await;
+    let run = db.jobs(&["check"]).await.failed_check();
     assert!(
         run.stdout.starts_with(
             "expired_leases: 1 running job of kind resize in queue default with an expired lease, the oldest expired 3m"
         ),
         "{run:?}"
     );
-    db.jobs(&["check", "--max-expired-lease-age", "10m"])
-        .await
-        .success();
+    assert_check_passes(&db, &["--max-expired-lease-age", "10m"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,13 +64,8 @@ async fn every_threshold_crossed_gets_its_line() {
     db.insert(1, "send_email", "email", "dead").await;
     db.insert(4, "resize", "default", "dead").await;
     let ready = db.insert(1, "resize", "default", "ready").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET run_at = now() - interval '1 hour' WHERE id = {}",
-        ready[0]
-    ))
-    .await;
-    let run = db.jobs(&["check"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
+    backdate(&db, &ready, &["run_at"], "1 hour").await;
+    let run = db.jobs(&["check"]).await.failed_check();
     let names: Vec<&str> = run
         .stdout
         .lines()
@@ -110,49 +84,58 @@ async fn a_schedule_without_a_success_for_two_periods_fails_the_check() {
     let db = Db::migrated().await;
     // Both registered 10 minutes ago, ticking every minute; one succeeded 30 s ago, the other
     // never did.
-    db.execute(
-        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at, last_success_at)
-         VALUES ('nightly_report', 'build_report', 'reports', 'every 1m', 'latest',
-                 now() - interval '10 minutes', now(), NULL),
-                ('heartbeat', 'ping', 'default', 'every 1m', 'latest',
-                 now() - interval '10 minutes', now(), now() - interval '30 seconds')",
-    )
+    let every_minute = Schedule {
+        description: "every 1m",
+        registered_ago: "10 minutes",
+        ..Schedule::default()
+    };
+    Schedule {
+        name: "nightly_report",
+        kind: "build_report",
+        queue: "reports",
+        ..every_minute
+    }
+    .insert(&db)
     .await;
-    let run = db.jobs(&["check"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
-    let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{run:?}");
-    assert!(
-        lines[0].starts_with(
-            "schedule_missing: schedule nightly_report (kind build_report, every 1m) has missed "
-        ),
-        "{run:?}"
-    );
-    assert!(
-        lines[0].ends_with("runs in a row (no success since it was registered): are its jobs failing, or is no worker scheduling it?"),
-        "{run:?}"
+    Schedule {
+        name: "heartbeat",
+        kind: "ping",
+        succeeded_ago: Some("30 seconds"),
+        ..every_minute
+    }
+    .insert(&db)
+    .await;
+    let run = db.jobs(&["check"]).await.failed_check();
+    assert_framed(
+        run.single_line(),
+        "schedule_missing: schedule nightly_report (kind build_report, every 1m) has missed ",
+        "runs in a row (no success since it was registered): \
+         are its jobs failing, or is no worker scheduling it?",
     );
     let stats = db.jobs(&["stats"]).await.success();
     assert!(stats.stdout.contains("SCHEDULE"), "{stats:?}");
     assert!(stats.stdout.contains("nightly_report"), "{stats:?}");
     // The grace is a flag: with an hour, the last ten ticks are still within it.
-    db.jobs(&["check", "--schedule-grace", "1h"])
-        .await
-        .success();
+    assert_check_passes(&db, &["--schedule-grace", "1h"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_schedule_is_no_longer_checked() {
     let db = Db::migrated().await;
-    db.execute(
-        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at)
-         VALUES ('retired', 'old_report', 'default', 'every 1m', 'latest', now() - interval '1 hour', now() - interval '1 hour')",
-    )
+    Schedule {
+        name: "retired",
+        kind: "old_report",
+        description: "every 1m",
+        registered_ago: "1 hour",
+        ticked_ago: "1 hour",
+        ..Schedule::default()
+    }
+    .insert(&db)
     .await;
     assert_eq!(db.jobs(&["check"]).await.code, 1);
     let removed = db.jobs(&["schedule", "remove", "retired"]).await.success();
     assert_eq!(removed.stdout, "removed schedule retired; its jobs stay\n");
-    db.jobs(&["check"]).await.success();
+    assert_check_passes(&db, &[]).await;
     let again = db.jobs(&["schedule", "remove", "retired"]).await.success();
     assert_eq!(again.stdout, "no schedule named retired: nothing removed\n");
 }
@@ -160,10 +143,14 @@ async fn a_removed_schedule_is_no_longer_checked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_schedule_still_kept_up_with_needs_force() {
     let db = Db::migrated().await;
-    db.execute(
-        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, created_at, last_tick_at)
-         VALUES ('nightly', 'build_report', 'default', 'cron 0 3 * * * in UTC', 'latest', now() - interval '3 days', now() - interval '1 hour')",
-    )
+    Schedule {
+        kind: "build_report",
+        description: "cron 0 3 * * * in UTC",
+        registered_ago: "3 days",
+        ticked_ago: "1 hour",
+        ..Schedule::default()
+    }
+    .insert(&db)
     .await;
     let run = db.jobs(&["schedule", "remove", "nightly"]).await;
     assert_eq!(run.code, 2, "{run:?}");

@@ -5,6 +5,7 @@ use std::time::Duration;
 use jobs::{job, JobError, JobResult, State, Worker, WorkerConfig, WorkerHandle};
 use sqlx::PgPool;
 
+use crate::fixtures::{assert_check_passes, backdate, json_of, share_active_dedupe_key, RunOutput};
 use crate::support::{wait_until, Db};
 
 /// Fails permanently until the test sets the flag (a row in `flags`), then succeeds.
@@ -46,6 +47,15 @@ async fn wait_for(db: &Db, what: &str, query: &'static str, expected: i64) {
     .await;
 }
 
+/// The attempts counted for job `id`, and the errors its history keeps.
+async fn attempts_and_errors(db: &Db, id: i64) -> (i32, i32) {
+    sqlx::query_as("SELECT attempts, jsonb_array_length(errors) FROM jobs_queue WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap_or_else(|error| panic!("job {id}: {error}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
     let db = Db::migrated().await;
@@ -61,15 +71,14 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
     )
     .await;
 
-    let check = db.jobs(&["check"]).await;
-    assert_eq!(check.code, 1, "{check:?}");
+    let check = db.jobs(&["check"]).await.failed_check();
     assert_eq!(
         check.stdout,
         "dead: 2 dead jobs of kind needs_flag in queue default (at most 0 allowed)\n"
     );
 
     let list = db.jobs(&["dead", "list"]).await.success();
-    let lines: Vec<&str> = list.stdout.lines().collect();
+    let lines = list.lines();
     assert_eq!(lines.len(), 4, "{list:?}");
     assert!(lines[0].starts_with("ID"), "{list:?}");
     assert!(
@@ -106,14 +115,9 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
 
     // The cause is fixed: replay, and the worker finishes them.
     db.execute("INSERT INTO flags VALUES ('set')").await;
-    let replay = db
-        .jobs(&["dead", "replay", "--kind", "needs_flag", "--yes"])
+    db.jobs(&["dead", "replay", "--kind", "needs_flag", "--yes"])
         .await
-        .success();
-    assert_eq!(
-        replay.stdout,
-        "replayed 2 dead jobs: needs_flag (queue default) 2\n"
-    );
+        .prints("replayed 2 dead jobs: needs_flag (queue default) 2\n");
     wait_for(
         &db,
         "both replayed jobs to be done",
@@ -121,28 +125,19 @@ async fn replay_turns_dead_jobs_into_done_ones_once_the_cause_is_fixed() {
         2,
     )
     .await;
-    let (attempts, errors): (i32, i32) =
-        sqlx::query_as("SELECT attempts, jsonb_array_length(errors) FROM jobs_queue WHERE id = $1")
-            .bind(first)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
     assert_eq!(
-        (attempts, errors),
+        attempts_and_errors(&db, first).await,
         (1, 1),
         "one new attempt, the old error kept"
     );
 
     // Again: nothing is dead, nothing happens.
-    let again = db
-        .jobs(&["dead", "replay", "--id", &first.to_string()])
+    db.jobs(&["dead", "replay", "--id", &first.to_string()])
         .await
-        .success();
-    assert_eq!(
-        again.stdout,
-        format!("no dead jobs replayed\njob {first} is not dead: nothing to replay\n")
-    );
-    db.jobs(&["check"]).await.success();
+        .prints(&format!(
+            "no dead jobs replayed\njob {first} is not dead: nothing to replay\n"
+        ));
+    assert_check_passes(&db, &[]).await;
     worker.shutdown().await.expect("the worker stops");
 }
 
@@ -151,22 +146,14 @@ async fn replay_reports_a_job_left_dead_because_its_key_is_held() {
     let db = Db::migrated().await;
     let dead = db.insert(1, "sync_user", "sync", "dead").await;
     let holder = db.insert(1, "sync_user", "sync", "ready").await;
-    db.execute(
-        "UPDATE jobs_queue SET dedupe_key = 'sync:1', dedupe_scope = 'active',
-                               run_at = now() + interval '1 hour'",
-    )
-    .await;
-    let run = db
-        .jobs(&["dead", "replay", "--all", "--yes"])
+    share_active_dedupe_key(&db, &[dead[0], holder[0]], "sync:1").await;
+    let (dead, holder) = (dead[0], holder[0]);
+    db.jobs(&["dead", "replay", "--all", "--yes"])
         .await
-        .success();
-    assert_eq!(
-        run.stdout,
-        format!(
-            "no dead jobs replayed\nskipped job {} (kind sync_user, queue sync): job {} holds its dedupe key \"sync:1\"; replay it once that job has finished\n",
-            dead[0], holder[0]
-        )
-    );
+        .prints(&format!(
+            "no dead jobs replayed\nskipped job {dead} (kind sync_user, queue sync): job {holder} \
+             holds its dedupe key \"sync:1\"; replay it once that job has finished\n"
+        ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,11 +161,7 @@ async fn list_narrows_by_kind_queue_and_age_and_says_when_it_is_cut() {
     let db = Db::migrated().await;
     db.insert(3, "send_email", "email", "dead").await;
     let old = db.insert(1, "resize", "default", "dead").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET finished_at = now() - interval '3 days' WHERE id = {}",
-        old[0]
-    ))
-    .await;
+    backdate(&db, &old, &["finished_at"], "3 days").await;
 
     let by_age = db
         .jobs(&["dead", "list", "--older-than", "1d"])
@@ -199,52 +182,41 @@ async fn list_narrows_by_kind_queue_and_age_and_says_when_it_is_cut() {
         "{cut:?}"
     );
 
-    let json = db
-        .jobs(&["dead", "list", "--kind", "send_email", "--json"])
-        .await
-        .success();
-    let listed: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let listed = json_of(&db, &["dead", "list", "--kind", "send_email", "--json"]).await;
     assert_eq!(listed["total"], 3);
     assert_eq!(listed["jobs"][0]["last_error"]["error"], "no such user");
 
-    let none = db
-        .jobs(&["dead", "list", "--kind", "nothing"])
+    db.jobs(&["dead", "list", "--kind", "nothing"])
         .await
-        .success();
-    assert_eq!(none.stdout, "no dead jobs\n");
+        .prints("no dead jobs\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_removes_only_what_matches() {
     let db = Db::migrated().await;
     let old = db.insert(2, "resize", "default", "dead").await;
-    db.execute("UPDATE jobs_queue SET finished_at = now() - interval '10 days'")
-        .await;
     let recent = db.insert(1, "resize", "default", "dead").await;
     let other = db.insert(1, "send_email", "email", "dead").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET finished_at = now() - interval '10 days' WHERE id = {}",
-        other[0]
-    ))
+    backdate(
+        &db,
+        &[old[0], old[1], other[0]],
+        &["finished_at"],
+        "10 days",
+    )
     .await;
     let done = db.insert(1, "resize", "default", "done").await;
 
-    let run = db
-        .jobs(&[
-            "dead",
-            "discard",
-            "--kind",
-            "resize",
-            "--older-than",
-            "7d",
-            "--yes",
-        ])
-        .await
-        .success();
-    assert_eq!(
-        run.stdout,
-        "discarded 2 dead jobs: resize (queue default) 2\n"
-    );
+    db.jobs(&[
+        "dead",
+        "discard",
+        "--kind",
+        "resize",
+        "--older-than",
+        "7d",
+        "--yes",
+    ])
+    .await
+    .prints("discarded 2 dead jobs: resize (queue default) 2\n");
     let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM jobs_queue ORDER BY id")
         .fetch_all(&db.pool)
         .await
@@ -252,23 +224,12 @@ async fn discard_removes_only_what_matches() {
     assert_eq!(left, [recent[0], other[0], done[0]]);
     assert!(!left.contains(&old[0]));
 
-    let by_id = db
-        .jobs(&[
-            "dead",
-            "discard",
-            "--id",
-            &other[0].to_string(),
-            "--id",
-            &done[0].to_string(),
-        ])
+    let (other, done) = (other[0].to_string(), done[0].to_string());
+    db.jobs(&["dead", "discard", "--id", &other, "--id", &done])
         .await
-        .success();
-    assert_eq!(
-        by_id.stdout,
-        format!(
-            "discarded 1 dead job: send_email (queue email) 1\njob {} is not dead: nothing to discard\n",
-            done[0]
-        )
-    );
+        .prints(&format!(
+            "discarded 1 dead job: send_email (queue email) 1\n\
+             job {done} is not dead: nothing to discard\n"
+        ));
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 2);
 }

@@ -1,6 +1,7 @@
 //! Text from the database reaches the terminal escaped: an error message, a payload or a name
 //! holding escape sequences, carriage returns or bell characters cannot drive the terminal.
 
+use crate::fixtures::RunOutput;
 use crate::support::Db;
 
 /// An error text as a third party might write it: an ANSI colour sequence, a carriage return
@@ -68,8 +69,7 @@ async fn dead_list_and_show_escape_control_characters() {
 
     let stats = db.jobs(&["stats"]).await.success();
     assert!(!has_raw_control(&stats.stdout), "{stats:?}");
-    let check = db.jobs(&["check"]).await;
-    assert_eq!(check.code, 1, "{check:?}");
+    let check = db.jobs(&["check"]).await.failed_check();
     assert!(!has_raw_control(&check.stdout), "{check:?}");
 }
 
@@ -80,7 +80,7 @@ async fn json_output_keeps_the_exact_text_and_no_raw_control_character() {
 
     let list = db.jobs(&["dead", "list", "--json"]).await.success();
     assert!(!has_raw_control(&list.stdout), "{list:?}");
-    let listed: serde_json::Value = serde_json::from_str(&list.stdout).expect("JSON");
+    let listed = list.json();
     assert_eq!(listed["jobs"][0]["last_error"]["error"], HOSTILE);
     assert_eq!(listed["jobs"][0]["kind"], "evil\u{1b}]0;title\u{7}");
 
@@ -89,7 +89,7 @@ async fn json_output_keeps_the_exact_text_and_no_raw_control_character() {
         .await
         .success();
     assert!(!has_raw_control(&show.stdout), "{show:?}");
-    let shown: serde_json::Value = serde_json::from_str(&show.stdout).expect("JSON");
+    let shown = show.json();
     assert_eq!(shown["errors"][0]["error"], HOSTILE);
     assert_eq!(shown["payload"]["note"], HOSTILE);
     assert_eq!(shown["dedupe_key"], HOSTILE);

@@ -1,6 +1,7 @@
 //! Every `jobs` command run as the built binary against a real PostgreSQL, one fresh database
 //! per test: what it prints, and its exit code.
 
+mod fixtures;
 mod support;
 
 mod changes;

@@ -1,6 +1,7 @@
 //! The outbox from the command line: its numbers in `jobs stats`, its thresholds in `jobs
 //! check`, and `jobs outbox list|replay` for parked rows.
 
+use crate::fixtures::{assert_check_passes, assert_framed, json_of, RunOutput};
 use crate::support::Db;
 
 /// Two unpublished rows, the oldest written 10 minutes ago, one published, two parked.
@@ -28,25 +29,19 @@ async fn fill(db: &Db) {
 async fn check_reports_an_outbox_left_behind_and_parked_rows() {
     let db = Db::migrated().await;
     fill(&db).await;
-    let run = db.jobs(&["check"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
-    let lines: Vec<&str> = run.stdout.lines().collect();
+    let run = db.jobs(&["check"]).await.failed_check();
+    let lines = run.lines();
     assert_eq!(lines.len(), 2, "{run:?}");
-    assert!(
-        lines[0].starts_with("outbox_age: the oldest of 2 unpublished outbox rows was written 10m"),
-        "{run:?}"
-    );
-    assert!(
-        lines[0].ends_with("(at most 5m allowed): is a relay running, and the broker reachable?"),
-        "{run:?}"
+    assert_framed(
+        lines[0],
+        "outbox_age: the oldest of 2 unpublished outbox rows was written 10m",
+        "(at most 5m allowed): is a relay running, and the broker reachable?",
     );
     assert_eq!(
         lines[1],
         "outbox_parked: 2 parked outbox rows (at most 0 allowed): see `jobs outbox list`, replay with `jobs outbox replay`"
     );
-    db.jobs(&["check", "--max-unpublished-age", "15m", "--max-parked", "2"])
-        .await
-        .success();
+    assert_check_passes(&db, &["--max-unpublished-age", "15m", "--max-parked", "2"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,14 +49,12 @@ async fn stats_show_the_outbox() {
     let db = Db::migrated().await;
     fill(&db).await;
     let run = db.jobs(&["stats"]).await.success();
-    let line = run.stdout.lines().last().unwrap_or_default();
-    assert!(
-        line.starts_with("outbox: 2 unpublished, the oldest written 10m"),
-        "{run:?}"
+    assert_framed(
+        run.lines().last().unwrap_or(&""),
+        "outbox: 2 unpublished, the oldest written 10m",
+        " ago; 2 parked",
     );
-    assert!(line.ends_with(" ago; 2 parked"), "{run:?}");
-    let json = db.jobs(&["stats", "--json"]).await.success();
-    let stats: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    let stats = json_of(&db, &["stats", "--json"]).await;
     assert_eq!(stats["outbox"]["unpublished"], 2);
     assert_eq!(stats["outbox"]["parked"], 2);
     let age = stats["outbox"]["oldest_unpublished_secs"]
@@ -73,54 +66,39 @@ async fn stats_show_the_outbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_rows_are_listed_and_replayed() {
     let db = Db::migrated().await;
-    assert_eq!(
-        db.jobs(&["outbox", "list"]).await.success().stdout,
-        "no parked outbox rows\n"
-    );
+    db.jobs(&["outbox", "list"])
+        .await
+        .prints("no parked outbox rows\n");
     fill(&db).await;
     let list = db.jobs(&["outbox", "list"]).await.success();
-    let lines: Vec<&str> = list.stdout.lines().collect();
+    let lines = list.lines();
     assert_eq!(
         lines[0], "ID  TOPIC          ATTEMPTS  PARKED FOR  LAST ERROR",
         "{list:?}"
     );
-    assert!(
-        lines[1].starts_with(" 4  reports.ready       100"),
-        "{list:?}"
-    );
-    assert!(
-        lines[1].ends_with("no stream captures this subject"),
-        "{list:?}"
+    assert_framed(
+        lines[1],
+        " 4  reports.ready       100",
+        "no stream captures this subject",
     );
     assert!(
         lines[2].starts_with(" 5  orders.paid           1"),
         "{list:?}"
     );
     assert_eq!(lines[3], "2 parked outbox rows");
-    let json = db
-        .jobs(&["outbox", "list", "--topic", "orders.paid", "--json"])
-        .await
-        .success();
-    let listed: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    let listed = json_of(&db, &["outbox", "list", "--topic", "orders.paid", "--json"]).await;
     assert_eq!(listed["parked"][0]["id"], 5);
     assert_eq!(listed["parked"][0]["payload"]["order_id"], 3);
 
-    let replay = db
-        .jobs(&["outbox", "replay", "--id", "5", "--id", "1"])
+    db.jobs(&["outbox", "replay", "--id", "5", "--id", "1"])
         .await
-        .success();
-    assert_eq!(
-        replay.stdout,
-        "replayed 1 parked outbox row: a relay publishes it next\noutbox row 1 is not parked: nothing to replay\n"
-    );
-    let all = db
-        .jobs(&["outbox", "replay", "--all", "--yes"])
+        .prints(concat!(
+            "replayed 1 parked outbox row: a relay publishes it next\n",
+            "outbox row 1 is not parked: nothing to replay\n",
+        ));
+    db.jobs(&["outbox", "replay", "--all", "--yes"])
         .await
-        .success();
-    assert_eq!(
-        all.stdout,
-        "replayed 1 parked outbox row: a relay publishes it next\n"
-    );
+        .prints("replayed 1 parked outbox row: a relay publishes it next\n");
     assert_eq!(
         db.count("SELECT count(*) FROM jobs_outbox WHERE state = 'pending' AND attempts = 0")
             .await,

@@ -1,24 +1,28 @@
 //! `jobs stats`: a table for people, JSON for machines.
 
+use crate::fixtures::{backdate, json_of, postpone, RunOutput};
 use crate::support::Db;
 
+/// Three ready jobs, the oldest due 90 s ago, two scheduled in an hour and one running, of
+/// `send_email`; two dead and seven done of `resize`; the table analyzed.
 async fn fill(db: &Db) {
-    db.insert(3, "send_email", "email", "ready").await;
-    db.execute(
-        "UPDATE jobs_queue SET run_at = now() - interval '90 seconds'
-         WHERE id = (SELECT min(id) FROM jobs_queue)",
-    )
-    .await;
+    let ready = db.insert(3, "send_email", "email", "ready").await;
+    backdate(db, &ready[..1], &["run_at"], "90 seconds").await;
     let scheduled = db.insert(2, "send_email", "email", "ready").await;
-    db.execute(&format!(
-        "UPDATE jobs_queue SET run_at = now() + interval '1 hour' WHERE id IN ({}, {})",
-        scheduled[0], scheduled[1]
-    ))
-    .await;
+    postpone(db, &scheduled, "1 hour").await;
     db.insert(1, "send_email", "email", "running").await;
     db.insert(2, "resize", "default", "dead").await;
     db.insert(7, "resize", "default", "done").await;
     db.execute("ANALYZE jobs_queue").await;
+}
+
+/// A migrated database whose job table autovacuum leaves alone: no planner statistics appear
+/// unless the test runs `ANALYZE`.
+async fn unanalyzed() -> Db {
+    let db = Db::migrated().await;
+    db.execute("ALTER TABLE jobs_queue SET (autovacuum_enabled = false)")
+        .await;
+    db
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,7 +30,7 @@ async fn stats_prints_a_table_per_queue_and_kind() {
     let db = Db::migrated().await;
     fill(&db).await;
     let run = db.jobs(&["stats"]).await.success();
-    let lines: Vec<&str> = run.stdout.lines().collect();
+    let lines = run.lines();
     assert_eq!(
         lines[0],
         "QUEUE    KIND        READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY"
@@ -53,15 +57,11 @@ async fn stats_prints_a_table_per_queue_and_kind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_right_after_a_first_run_shows_the_finished_jobs() {
-    let db = Db::migrated().await;
-    db.execute("ALTER TABLE jobs_queue SET (autovacuum_enabled = false)")
-        .await;
+    let db = unanalyzed().await;
     db.insert(4, "send_email", "email", "done").await;
     db.insert(1, "send_email", "email", "cancelled").await;
-    let run = db.jobs(&["stats"]).await.success();
-    let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
-        lines,
+        db.jobs(&["stats"]).await.success().lines(),
         [
             "QUEUE  KIND        READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
             "email  send_email      0          0        0        0     0     4          1  -",
@@ -71,14 +71,10 @@ async fn stats_right_after_a_first_run_shows_the_finished_jobs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_mark_estimates_and_say_when_there_is_none() {
-    let db = Db::migrated().await;
-    db.execute("ALTER TABLE jobs_queue SET (autovacuum_enabled = false)")
-        .await;
+    let db = unanalyzed().await;
     db.insert(10_001, "resize", "default", "done").await;
-    let run = db.jobs(&["stats"]).await.success();
-    let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
-        lines,
+        db.jobs(&["stats"]).await.success().lines(),
         [
             "QUEUE    KIND    READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
             "default  resize      0          0        0        0     0     ?          ?  -",
@@ -86,14 +82,13 @@ async fn stats_mark_estimates_and_say_when_there_is_none() {
              analyzed (`ANALYZE jobs_queue`), or this role does not own it",
         ]
     );
-    let json = db.jobs(&["stats", "--json"]).await.success();
-    let stats: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    let stats = json_of(&db, &["stats", "--json"]).await;
     assert_eq!(stats["retained"], "unknown");
     assert_eq!(stats["kinds"][0]["done"], serde_json::Value::Null);
 
     db.execute("ANALYZE jobs_queue").await;
     let run = db.jobs(&["stats"]).await.success();
-    let lines: Vec<&str> = run.stdout.lines().collect();
+    let lines = run.lines();
     assert_eq!(
         lines[..2],
         [
@@ -112,8 +107,7 @@ async fn stats_mark_estimates_and_say_when_there_is_none() {
 async fn stats_json_is_for_machines() {
     let db = Db::migrated().await;
     fill(&db).await;
-    let run = db.jobs(&["stats", "--json"]).await.success();
-    let stats: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let stats = json_of(&db, &["stats", "--json"]).await;
     let email = &stats["kinds"][1];
     assert_eq!(email["queue"], "email");
     assert_eq!(email["kind"], "send_email");
@@ -133,5 +127,5 @@ async fn stats_json_is_for_machines() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_of_an_empty_queue() {
     let db = Db::migrated().await;
-    assert_eq!(db.jobs(&["stats"]).await.success().stdout, "no jobs\n");
+    db.jobs(&["stats"]).await.prints("no jobs\n");
 }

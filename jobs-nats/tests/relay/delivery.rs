@@ -5,32 +5,21 @@ use std::time::Duration;
 
 use jobs_postgres::outbox::publish_in;
 
-use crate::support::{relay_until, Counting, Env};
+use crate::support::{Counting, Env, RunningRelay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_transaction_publishes_nothing() {
     let env = Env::new().await;
+    let order = serde_json::json!({ "order_id": 1 });
     let mut tx = env.pool.begin().await.unwrap();
-    publish_in(
-        &mut tx,
-        "orders.placed",
-        &serde_json::json!({ "order_id": 1 }),
-    )
-    .await
-    .unwrap();
+    publish_in(&mut tx, "orders.placed", &order).await.unwrap();
     tx.rollback().await.unwrap();
     // A committed event after it, so that the relay is seen to have run past the rolled-back
     // one.
     let committed = env.write(&[("orders.placed", 2)]).await;
 
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    relay_until(
-        relay,
-        "the committed event",
-        Duration::from_secs(20),
-        || async { env.count("published").await == 1 },
-    )
-    .await;
+    env.relay_until_count("published", 1, "the committed event")
+        .await;
     let stored = env.stored().await;
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert_eq!(
@@ -62,12 +51,11 @@ async fn a_committed_event_is_published_exactly_once_in_order() {
         if n % 3 == 0 { &mut paid } else { &mut placed }.push(id);
     }
     let publisher = Counting::new(env.publisher());
-    let relay = env.relay(env.pool.clone(), publisher.clone());
-    relay_until(
-        relay,
+    env.relay_on_until(
+        &env.pool,
+        publisher.clone(),
+        ("pending", 0),
         "every event published",
-        Duration::from_secs(20),
-        || async { env.count("pending").await == 0 },
     )
     .await;
 
@@ -116,18 +104,10 @@ async fn two_relays_at_once_publish_each_row_once() {
         env.relay(env.pool.clone(), first.clone()),
         env.relay(env.other_pool().await, second.clone()),
     ];
-    let (stop, _) = tokio::sync::watch::channel(false);
-    let mut running = Vec::new();
-    for relay in relays {
-        let mut stopped = stop.subscribe();
-        running.push(tokio::spawn(relay.run_until(async move {
-            let _ = stopped.wait_for(|stopped| *stopped).await;
-        })));
-    }
+    let running = relays.map(RunningRelay::start);
     env.wait_until_all_published(Duration::from_secs(30)).await;
-    stop.send_replace(true);
     for relay in running {
-        relay.await.unwrap();
+        relay.stop().await;
     }
 
     let (first, second) = (first.calls(), second.calls());

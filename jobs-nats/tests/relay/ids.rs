@@ -1,12 +1,7 @@
 //! Message ids: unique beyond one database, so that two databases relaying into one stream lose
 //! nothing; and a duplicate acknowledgement checked against what the stream holds.
 
-use std::time::Duration;
-
-use async_nats::jetstream::message::PublishMessage;
-use jobs_postgres::outbox::publish_in;
-
-use crate::support::{another_database, counter, relay_until, Env};
+use crate::support::{another_database, counter, write_to, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_databases_relaying_into_one_stream_lose_nothing() {
@@ -19,41 +14,26 @@ async fn two_databases_relaying_into_one_stream_lose_nothing() {
             ("orders.paid", 2),
         ])
         .await;
-    let mut theirs = Vec::new();
-    for n in 100..103 {
-        let mut tx = other_pool.begin().await.unwrap();
-        theirs.push(
-            publish_in(&mut tx, "orders.placed", &serde_json::json!({ "n": n }))
-                .await
-                .unwrap(),
-        );
-        tx.commit().await.unwrap();
-    }
+    let theirs = write_to(
+        &other_pool,
+        &[
+            ("orders.placed", 100),
+            ("orders.placed", 101),
+            ("orders.placed", 102),
+        ],
+    )
+    .await;
     assert_eq!(
         ours, theirs,
         "both databases are fresh: their row ids are the same"
     );
 
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    relay_until(
-        relay,
-        "our rows published",
-        Duration::from_secs(20),
-        || async { env.count("pending").await == 0 },
-    )
-    .await;
-    let relay = env.relay(other_pool.clone(), env.publisher());
-    relay_until(
-        relay,
+    env.relay_until_none_pending("our rows published").await;
+    env.relay_on_until(
+        &other_pool,
+        env.publisher(),
+        ("pending", 0),
         "their rows dealt with",
-        Duration::from_secs(20),
-        || async {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM jobs_outbox WHERE state = 'pending'")
-                .fetch_one(&other_pool)
-                .await
-                .unwrap()
-                == 0
-        },
     )
     .await;
 
@@ -81,27 +61,11 @@ async fn a_duplicate_ack_for_another_message_parks_the_row_loudly() {
     let id = env.write(&[("orders.placed", 1)]).await[0];
     let message_id = env.message_id_of(id).await;
     // Another message already in the stream under the id the relay will use.
-    env.jetstream
-        .send_publish(
-            format!("{}orders.other", env.prefix),
-            PublishMessage::build()
-                .message_id(message_id.clone())
-                .payload("someone else's".into()),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    env.send_as("orders.other", message_id.clone(), "someone else's".into())
+        .await;
     let alarms = counter(jobs_postgres::metrics::OUTBOX_DUPLICATE_IDS_TOTAL);
 
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    relay_until(
-        relay,
-        "the row dealt with",
-        Duration::from_secs(20),
-        || async { env.count("pending").await == 0 },
-    )
-    .await;
+    env.relay_until_none_pending("the row dealt with").await;
 
     let rows = env.rows().await;
     let (_, state, attempts, error) = &rows[0];
@@ -127,14 +91,8 @@ async fn a_duplicate_ack_for_another_message_parks_the_row_loudly() {
         .await
         .unwrap();
     assert_eq!(replayed, [id]);
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    relay_until(
-        relay,
-        "the replayed row published",
-        Duration::from_secs(20),
-        || async { env.count("published").await == 1 },
-    )
-    .await;
+    env.relay_until_count("published", 1, "the replayed row published")
+        .await;
     assert_eq!(env.stored().await.len(), 2, "the row's own message too");
     env.finish().await;
 }
@@ -150,26 +108,9 @@ async fn a_row_the_stream_already_holds_is_marked_published_without_a_copy() {
         .fetch_one(&env.pool)
         .await
         .unwrap();
-    env.jetstream
-        .send_publish(
-            format!("{}orders.placed", env.prefix),
-            PublishMessage::build()
-                .message_id(env.message_id_of(id).await)
-                .payload(payload.into()),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    relay_until(
-        relay,
-        "the row dealt with",
-        Duration::from_secs(20),
-        || async { env.count("pending").await == 0 },
-    )
-    .await;
+    env.send_as("orders.placed", env.message_id_of(id).await, payload)
+        .await;
+    env.relay_until_none_pending("the row dealt with").await;
 
     assert_eq!(
         env.rows().await,

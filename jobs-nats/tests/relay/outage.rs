@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use jobs_nats::testing::NatsServer;
 
-use crate::support::{wait_until, Env};
+use crate::support::{wait_until, Env, RunningRelay};
 
 /// How long the broker is down.
 const OUTAGE: Duration = Duration::from_secs(10);
@@ -16,12 +16,7 @@ async fn rows_written_while_the_broker_is_down_wait_then_all_arrive_in_order() {
         .await
         .expect("start a private nats-server");
     let env = Env::on(&server.url()).await;
-    let (stop, _) = tokio::sync::watch::channel(false);
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    let mut stopped = stop.subscribe();
-    let running = tokio::spawn(relay.run_until(async move {
-        let _ = stopped.wait_for(|stopped| *stopped).await;
-    }));
+    let running = RunningRelay::start(env.relay(env.pool.clone(), env.publisher()));
 
     let mut ids = env.write(&[("payments", 0), ("payments", 1)]).await;
     wait_until(
@@ -67,8 +62,7 @@ async fn rows_written_while_the_broker_is_down_wait_then_all_arrive_in_order() {
 
     server.restart().await.expect("restart nats-server");
     env.wait_until_all_published(Duration::from_secs(60)).await;
-    stop.send_replace(true);
-    running.await.unwrap();
+    running.stop().await;
 
     let stored = env.stored().await;
     assert_eq!(stored.len(), 40, "none lost, none twice");

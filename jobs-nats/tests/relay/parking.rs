@@ -1,29 +1,16 @@
 //! A row no retry can publish is parked at once; the later rows of its topic go on.
 
-use std::time::Duration;
-
-use crate::support::{relay_until, Env};
+use crate::support::{publish_committed, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_larger_than_the_server_accepts_is_parked_and_its_topic_goes_on() {
     let env = Env::new().await;
     let before = env.write(&[("reports", 1)]).await;
-    let mut tx = env.pool.begin().await.unwrap();
     let huge = "x".repeat(2 * 1024 * 1024);
-    let parked = jobs_postgres::outbox::publish_in(&mut tx, "reports", &huge)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
+    let parked = publish_committed(&env.pool, "reports", &huge).await;
     let after = env.write(&[("reports", 2)]).await;
 
-    let relay = env.relay(env.pool.clone(), env.publisher());
-    relay_until(
-        relay,
-        "every row dealt with",
-        Duration::from_secs(20),
-        || async { env.count("pending").await == 0 },
-    )
-    .await;
+    env.relay_until_none_pending("every row dealt with").await;
 
     let rows = env.rows().await;
     let (_, state, attempts, error) = rows.iter().find(|row| row.0 == parked).unwrap();

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, Context};
 use jobs_nats::testing::{create_stream, stored_messages, unique_name, StoredMessage};
 use jobs_nats::NatsPublisher;
@@ -136,17 +137,51 @@ impl Env {
 
     /// Writes and commits one event per `(topic, n)`, each in its own transaction, in order.
     pub async fn write(&self, events: &[(&str, i64)]) -> Vec<OutboxId> {
-        let mut ids = Vec::new();
-        for (topic, n) in events {
-            let mut tx = self.pool.begin().await.expect("begin");
-            ids.push(
-                publish_in(&mut tx, topic, &serde_json::json!({ "n": n }))
-                    .await
-                    .expect("publish_in"),
-            );
-            tx.commit().await.expect("commit");
-        }
-        ids
+        write_to(&self.pool, events).await
+    }
+
+    /// Publishes `payload` to the stream under `message_id`, on subject `<prefix><topic>`, as
+    /// another publisher (or an earlier relay) would have; waits for the acknowledgement.
+    pub async fn send_as(&self, topic: &str, message_id: String, payload: String) {
+        self.jetstream
+            .send_publish(
+                format!("{}{topic}", self.prefix),
+                PublishMessage::build()
+                    .message_id(message_id)
+                    .payload(payload.into()),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("acknowledgement");
+    }
+
+    /// Runs a relay on this test's database and stream until no row is pending (20 s at most).
+    pub async fn relay_until_none_pending(&self, what: &str) {
+        self.relay_until_count("pending", 0, what).await;
+    }
+
+    /// Runs a relay on this test's database and stream until `count` rows are in `state` (20 s
+    /// at most).
+    pub async fn relay_until_count(&self, state: &str, count: i64, what: &str) {
+        self.relay_on_until(&self.pool, self.publisher(), (state, count), what)
+            .await;
+    }
+
+    /// Runs a relay on `pool`, publishing through `publisher`, until the outbox of `pool`
+    /// holds `rows.1` rows in state `rows.0` (20 s at most).
+    pub async fn relay_on_until<P: Publisher>(
+        &self,
+        pool: &PgPool,
+        publisher: P,
+        (state, count): (&str, i64),
+        what: &str,
+    ) {
+        let relay = self.relay(pool.clone(), publisher);
+        relay_until(relay, what, Duration::from_secs(20), || async {
+            count_in(pool, state).await == count
+        })
+        .await;
     }
 
     /// The message id the relay publishes row `id` under.
@@ -183,11 +218,7 @@ impl Env {
 
     /// Outbox rows by state.
     pub async fn count(&self, state: &str) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM jobs_outbox WHERE state = $1")
-            .bind(state)
-            .fetch_one(&self.pool)
-            .await
-            .expect("count")
+        count_in(&self.pool, state).await
     }
 
     /// `(id, attempts, last_error)` of every row, by id.
@@ -208,6 +239,39 @@ impl Env {
         })
         .await;
     }
+}
+
+/// Writes and commits one event per `(topic, n)` to the outbox of `pool`, each in its own
+/// transaction, in order.
+pub async fn write_to(pool: &PgPool, events: &[(&str, i64)]) -> Vec<OutboxId> {
+    let mut ids = Vec::new();
+    for (topic, n) in events {
+        ids.push(publish_committed(pool, topic, &serde_json::json!({ "n": n })).await);
+    }
+    ids
+}
+
+/// Writes and commits one event of `payload` to `topic`, in a transaction of its own.
+pub async fn publish_committed<T: serde::Serialize>(
+    pool: &PgPool,
+    topic: &str,
+    payload: &T,
+) -> OutboxId {
+    let mut tx = pool.begin().await.expect("begin");
+    let id = publish_in(&mut tx, topic, payload)
+        .await
+        .expect("publish_in");
+    tx.commit().await.expect("commit");
+    id
+}
+
+/// Outbox rows of `pool` in `state`.
+pub async fn count_in(pool: &PgPool, state: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs_outbox WHERE state = $1")
+        .bind(state)
+        .fetch_one(pool)
+        .await
+        .expect("count")
 }
 
 /// Relay settings for tests: short polls and backoffs, attempts enough for any outage here.
@@ -259,13 +323,32 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(relay.run_until(async {
-        let _ = stopped.await;
-    }));
+    let running = RunningRelay::start(relay);
     wait_until(what, within, condition).await;
-    let _ = stop.send(());
-    running.await.expect("relay task");
+    running.stop().await;
+}
+
+/// A relay running in a task of its own until stopped.
+pub struct RunningRelay {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningRelay {
+    /// Starts `relay` in a task.
+    pub fn start<P: Publisher>(relay: Relay<P>) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(relay.run_until(async {
+            let _ = stopped.await;
+        }));
+        Self { stop, task }
+    }
+
+    /// Stops the relay and waits until its task has ended.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("relay task");
+    }
 }
 
 pub use jobs_testkit::wait_until_within as wait_until;

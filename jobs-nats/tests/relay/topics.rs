@@ -5,6 +5,18 @@ use jobs_postgres::outbox::{OutboxMessage, Publisher, Retry};
 
 use crate::support::Env;
 
+/// Row 1's first attempt to publish an empty object to `topic`.
+fn first_attempt_of(topic: &str) -> OutboxMessage {
+    OutboxMessage {
+        id: 1,
+        message_id: uuid::Uuid::new_v4(),
+        topic: topic.to_owned(),
+        payload: "{}".to_owned(),
+        attempt: 1,
+        created_at: Default::default(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_publisher_refuses_a_bad_topic_permanently_and_sends_nothing() {
     let env = Env::new().await;
@@ -18,14 +30,7 @@ async fn the_publisher_refuses_a_bad_topic_permanently_and_sends_nothing() {
         "orders.*",
         "orders.>",
     ] {
-        let message = OutboxMessage {
-            id: 1,
-            message_id: uuid::Uuid::new_v4(),
-            topic: topic.to_owned(),
-            payload: "{}".to_owned(),
-            attempt: 1,
-            created_at: Default::default(),
-        };
+        let message = first_attempt_of(topic);
         let error = publisher
             .publish(&message)
             .await
@@ -41,14 +46,7 @@ async fn a_bad_subject_prefix_fails_every_publish_as_retryable_and_sends_nothing
     let env = Env::new().await;
     let publisher = jobs_nats::NatsPublisher::new(env.jetstream.clone())
         .subject_prefix(format!("{}orders placed.", env.prefix));
-    let message = OutboxMessage {
-        id: 1,
-        message_id: uuid::Uuid::new_v4(),
-        topic: "orders.placed".to_owned(),
-        payload: "{}".to_owned(),
-        attempt: 1,
-        created_at: Default::default(),
-    };
+    let message = first_attempt_of("orders.placed");
     let error = publisher.publish(&message).await.unwrap_err();
     assert_eq!(error.retry(), Retry::Retryable, "{error}");
     assert!(error.message().contains("subject prefix"), "{error}");

@@ -58,6 +58,17 @@ CREATE TABLE effects (
     pid     integer NOT NULL
 )";
 
+/// Defines a chaos job that rides out faults: queue `chaos`, 25 attempts, backoff from 20 ms up
+/// to 200 ms. A database outage fails its statements, which must not push it into long backoffs
+/// or to dead.
+macro_rules! patient_job {
+    ($(#[$attribute:meta])* pub async fn $($job:tt)*) => {
+        $(#[$attribute])*
+        #[job(queue = "chaos", max_attempts = 25, backoff_base = "20ms", backoff_max = "200ms")]
+        pub async fn $($job)*
+    };
+}
+
 /// Records this run in `runs`.
 async fn record_run(pool: &PgPool, ctx: &JobContext) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO runs (job_id, attempt, pid) VALUES ($1, $2, $3)")
@@ -74,20 +85,13 @@ pub fn process_id() -> i32 {
     i32::try_from(std::process::id()).unwrap_or(i32::MAX)
 }
 
-/// The ordinary job of the drains: records its run, then works for `sleep_ms`.
-///
-/// Many attempts with short backoff: a database outage fails its own statements, which must not
-/// push it into long backoffs or to dead.
-#[job(
-    queue = "chaos",
-    max_attempts = 25,
-    backoff_base = "20ms",
-    backoff_max = "200ms"
-)]
-pub async fn chaos_job(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
-    record_run(&pool, &ctx).await?;
-    tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
-    Ok(())
+patient_job! {
+    /// The ordinary job of the drains: records its run, then works for `sleep_ms`.
+    pub async fn chaos_job(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
+        record_run(&pool, &ctx).await?;
+        tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+        Ok(())
+    }
 }
 
 /// A job that kills its worker process on every attempt (`std::process::abort`), after recording
@@ -98,106 +102,94 @@ pub async fn abort_process(ctx: JobContext, pool: State<PgPool>) -> JobResult {
     std::process::abort()
 }
 
-/// On its first attempt, works for `sleep_ms` then fails permanently (the job would go dead);
-/// on later attempts, completes at once. A first run that outlived its lease must not get to
-/// write its verdict: the job must end done, as the later run decided.
-#[job(
-    queue = "chaos",
-    max_attempts = 25,
-    backoff_base = "20ms",
-    backoff_max = "200ms"
-)]
-pub async fn stale_then_fresh(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
-    record_run(&pool, &ctx).await?;
-    if ctx.attempt() == 1 {
-        tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
-        return Err(JobError::permanent(
-            "verdict of the first run, which outlived its lease: must never be recorded",
-        ));
-    }
-    Ok(())
-}
-
-/// On its first attempt, waits (up to a minute) until the worker says its lease is lost,
-/// records that in `notices` and stops; later attempts complete at once.
-#[job(
-    queue = "chaos",
-    max_attempts = 25,
-    backoff_base = "20ms",
-    backoff_max = "200ms"
-)]
-pub async fn watches_its_lease(ctx: JobContext, pool: State<PgPool>) -> JobResult {
-    record_run(&pool, &ctx).await?;
-    if ctx.attempt() > 1 {
-        return Ok(());
-    }
-    tokio::select! {
-        () = ctx.lease_lost() => {}
-        () = tokio::time::sleep(Duration::from_secs(60)) => return Ok(()),
-    }
-    let renewal = match ctx.renew_lease().await {
-        Ok(()) => String::from("renewed"),
-        Err(error) => error.to_string(),
-    };
-    sqlx::query("INSERT INTO notices (job_id, attempt, pid, noticed) VALUES ($1, $2, $3, $4)")
-        .bind(ctx.id())
-        .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
-        .bind(process_id())
-        .bind(renewal)
-        .execute(&*pool)
-        .await?;
-    Err(JobError::transient("stopped: the lease was lost"))
-}
-
-/// Records its run, then works for `sleep_ms` regardless of shutdown (only on the first attempt
-/// when `only_first_attempt`), renewing its own lease every second on the way.
-#[job(
-    queue = "chaos",
-    max_attempts = 25,
-    backoff_base = "20ms",
-    backoff_max = "200ms"
-)]
-pub async fn long_job(
-    ctx: JobContext,
-    pool: State<PgPool>,
-    sleep_ms: u64,
-    only_first_attempt: bool,
-) -> JobResult {
-    record_run(&pool, &ctx).await?;
-    if only_first_attempt && ctx.attempt() > 1 {
-        return Ok(());
-    }
-    let until = tokio::time::Instant::now() + Duration::from_millis(sleep_ms);
-    while tokio::time::Instant::now() < until {
-        tokio::time::sleep_until(until.min(tokio::time::Instant::now() + Duration::from_secs(1)))
-            .await;
-        if let Err(jobs::LeaseError::Lost) = ctx.renew_lease().await {
-            return Err(JobError::transient("lease lost"));
+patient_job! {
+    /// On its first attempt, works for `sleep_ms` then fails permanently (the job would go dead);
+    /// on later attempts, completes at once. A first run that outlived its lease must not get to
+    /// write its verdict: the job must end done, as the later run decided.
+    pub async fn stale_then_fresh(
+        ctx: JobContext,
+        pool: State<PgPool>,
+        sleep_ms: u64,
+    ) -> JobResult {
+        record_run(&pool, &ctx).await?;
+        if ctx.attempt() == 1 {
+            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+            return Err(JobError::permanent(
+                "verdict of the first run, which outlived its lease: must never be recorded",
+            ));
         }
+        Ok(())
     }
-    Ok(())
 }
 
-/// Records its run, then inserts one row into `effects` and completes itself in the same
-/// transaction, working for `sleep_ms` in between: however often it runs, one row per job.
-#[job(
-    queue = "chaos",
-    max_attempts = 25,
-    backoff_base = "20ms",
-    backoff_max = "200ms"
-)]
-pub async fn effect_once(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
-    record_run(&pool, &ctx).await?;
-    let mut tx = ctx.transaction().await?;
-    sqlx::query("INSERT INTO effects (job_id, attempt, pid) VALUES ($1, $2, $3)")
-        .bind(ctx.id())
-        .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
-        .bind(process_id())
-        .execute(&mut *tx)
-        .await?;
-    tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
-    tx.complete().await?;
-    Ok(())
+patient_job! {
+    /// On its first attempt, waits (up to a minute) until the worker says its lease is lost,
+    /// records that in `notices` and stops; later attempts complete at once.
+    pub async fn watches_its_lease(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+        record_run(&pool, &ctx).await?;
+        if ctx.attempt() > 1 {
+            return Ok(());
+        }
+        tokio::select! {
+            () = ctx.lease_lost() => {}
+            () = tokio::time::sleep(Duration::from_secs(60)) => return Ok(()),
+        }
+        let renewal = match ctx.renew_lease().await {
+            Ok(()) => String::from("renewed"),
+            Err(error) => error.to_string(),
+        };
+        sqlx::query("INSERT INTO notices (job_id, attempt, pid, noticed) VALUES ($1, $2, $3, $4)")
+            .bind(ctx.id())
+            .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
+            .bind(process_id())
+            .bind(renewal)
+            .execute(&*pool)
+            .await?;
+        Err(JobError::transient("stopped: the lease was lost"))
+    }
+}
+
+patient_job! {
+    /// Records its run, then works for `sleep_ms` regardless of shutdown (only on the first
+    /// attempt when `only_first_attempt`), renewing its own lease every second on the way.
+    pub async fn long_job(
+        ctx: JobContext,
+        pool: State<PgPool>,
+        sleep_ms: u64,
+        only_first_attempt: bool,
+    ) -> JobResult {
+        record_run(&pool, &ctx).await?;
+        if only_first_attempt && ctx.attempt() > 1 {
+            return Ok(());
+        }
+        let until = tokio::time::Instant::now() + Duration::from_millis(sleep_ms);
+        while tokio::time::Instant::now() < until {
+            let next_renewal = tokio::time::Instant::now() + Duration::from_secs(1);
+            tokio::time::sleep_until(until.min(next_renewal)).await;
+            if let Err(jobs::LeaseError::Lost) = ctx.renew_lease().await {
+                return Err(JobError::transient("lease lost"));
+            }
+        }
+        Ok(())
+    }
+}
+
+patient_job! {
+    /// Records its run, then inserts one row into `effects` and completes itself in the same
+    /// transaction, working for `sleep_ms` in between: however often it runs, one row per job.
+    pub async fn effect_once(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
+        record_run(&pool, &ctx).await?;
+        let mut tx = ctx.transaction().await?;
+        sqlx::query("INSERT INTO effects (job_id, attempt, pid) VALUES ($1, $2, $3)")
+            .bind(ctx.id())
+            .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
+            .bind(process_id())
+            .execute(&mut *tx)
+            .await?;
+        tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+        tx.complete().await?;
+        Ok(())
+    }
 }
 
 /// Records its run: the job of the every-tick schedule (`--schedule-every-ms`).

@@ -6,37 +6,23 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use jobs::JobId;
-use jobs_chaos::{abort_process, chaos_job};
+use jobs_chaos::abort_process;
 
-use crate::support::{secs, serial, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, error_kinds, secs, Figures};
 
 const OTHER_JOBS: usize = 1_000;
 const SIGABRT: i32 = 6;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_aborts_its_process_ends_dead() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
+    let (_serial, db) = alone_on_shared_server().await;
     let poison = abort_process::enqueue(&db.pool)
         .await
         .expect("enqueue")
         .id();
-    let others: Vec<JobId> = chaos_job::enqueue_many(
-        &db.pool,
-        (0..OTHER_JOBS).map(|_| chaos_job::Args { sleep_ms: 10 }),
-    )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect();
+    let others = db.enqueue_chaos_jobs(OTHER_JOBS, 10).await;
     let started = Instant::now();
-    let mut workers = [
-        Worker::spawn("worker-a1", &settings),
-        Worker::spawn("worker-b1", &settings),
-    ];
+    let mut workers = [db.spawn_worker("worker-a1"), db.spawn_worker("worker-b1")];
     let mut aborts = 0;
     let mut restarts = [1, 1];
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -52,14 +38,10 @@ async fn a_job_that_aborts_its_process_ends_dead() {
                 aborts += 1;
                 restarts[slot] += 1;
                 let name = format!("worker-{}{}", ["a", "b"][slot], restarts[slot]);
-                *worker = Worker::spawn(&name, &settings);
+                *worker = db.spawn_worker(&name);
             }
         }
-        let state: String = sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-            .bind(poison)
-            .fetch_one(&db.pool)
-            .await
-            .expect("poison state");
+        let state = db.state_of(poison).await;
         if state == "dead" {
             break started.elapsed();
         }
@@ -112,11 +94,5 @@ async fn a_job_that_aborts_its_process_ends_dead() {
     assert_eq!(attempts, 3);
     assert_eq!(poison_runs, 3);
     assert_eq!(aborts, 3);
-    let kinds: Vec<&str> = errors
-        .as_array()
-        .expect("errors array")
-        .iter()
-        .filter_map(|error| error["kind"].as_str())
-        .collect();
-    assert_eq!(kinds, ["lease_expired"; 3]);
+    assert_eq!(error_kinds(&errors), ["lease_expired"; 3]);
 }

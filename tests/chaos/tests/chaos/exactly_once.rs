@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::effect_once;
 
-use crate::support::{kill_victims, secs, serial, ChaosDb, Figures};
+use crate::support::{alone_on_shared_server, ids_of, kill_victims, secs, Figures};
 
 const JOBS: usize = 1_000;
 const KILLS: usize = 4;
@@ -16,20 +16,16 @@ const RUNS_BEFORE_KILL: i64 = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_transactional_completion_leaves_exactly_one_effect_per_job() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
-    let ids: Vec<JobId> = effect_once::enqueue_many(
-        &db.pool,
-        (0..JOBS).map(|_| effect_once::Args { sleep_ms: 20 }),
-    )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect();
+    let (_serial, db) = alone_on_shared_server().await;
+    let ids = ids_of(
+        effect_once::enqueue_many(
+            &db.pool,
+            (0..JOBS).map(|_| effect_once::Args { sleep_ms: 20 }),
+        )
+        .await,
+    );
     let started = Instant::now();
-    let (steady, victim, kills) = kill_victims(&db, &settings, KILLS, RUNS_BEFORE_KILL).await;
+    let (steady, victim, kills) = kill_victims(&db, KILLS, RUNS_BEFORE_KILL).await;
     let in_flight_at_kills: Vec<usize> = kills.iter().map(|kill| kill.running.len()).collect();
     db.wait_all_done(&ids, Duration::from_secs(60), &[&steady, &victim])
         .await;

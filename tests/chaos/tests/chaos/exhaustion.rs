@@ -6,12 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::JobId;
 use jobs_chaos::{chaos_job, APPLICATION_NAME};
 use jobs_testkit::ThrowawayCluster;
 use sqlx::{ConnectOptions, Connection, PgConnection};
 
-use crate::support::{secs, serial, ChaosDb, Figures, Worker};
+use crate::support::{ids_of, secs, serial, ChaosDb, Figures, Worker};
 
 const JOBS: usize = 500;
 /// Connections left free for the worker while the hog holds the rest.
@@ -60,15 +59,13 @@ async fn connections_exhausted_by_another_client() {
 
     let worker = Worker::spawn("worker", &db.settings());
     worker.wait_started().await;
-    let ids: Vec<JobId> = chaos_job::enqueue_many_in(
-        &mut watch,
-        (0..JOBS).map(|_| chaos_job::Args { sleep_ms: 5 }),
-    )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect();
+    let ids = ids_of(
+        chaos_job::enqueue_many_in(
+            &mut watch,
+            (0..JOBS).map(|_| chaos_job::Args { sleep_ms: 5 }),
+        )
+        .await,
+    );
     // The fault itself: the hog holds on for a while.
     let hold_until = Instant::now() + HOLD;
     let mut most_worker_connections = 0;
@@ -106,10 +103,8 @@ async fn connections_exhausted_by_another_client() {
         )
         .add("jobs enqueued", JOBS)
         .add("done while starved (5 s)", done_while_starved)
-        .add("completed", db.count_in("done").await)
-        .add("lost", lost.len())
-        .add("run more than once", db.run_more_than_once().await.len())
-        .add("rescued (lease expired)", db.rescued().await)
+        .outcome(&db, lost.len())
+        .await
         .add(
             "statements that timed out waiting for a connection",
             refusals,
@@ -120,9 +115,7 @@ async fn connections_exhausted_by_another_client() {
     assert!(lost.is_empty(), "lost jobs: {lost:?}");
     assert!(held >= 90, "the hog held {held} connections");
 
-    worker.signal("TERM");
-    let status = worker.wait_exit(Duration::from_secs(40)).await;
-    assert_eq!(status.code(), Some(0), "worker exit");
+    worker.stop_gracefully().await;
 }
 
 async fn count_done(connection: &mut PgConnection) -> i64 {

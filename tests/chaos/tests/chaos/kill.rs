@@ -7,9 +7,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use jobs::JobId;
-use jobs_chaos::chaos_job;
 
-use crate::support::{kill_victims, secs, serial, ChaosDb, Figures, Kill};
+use crate::support::{alone_on_shared_server, kill_victims, secs, Figures, Kill};
 
 const JOBS: usize = 5_000;
 const KILLS: usize = 5;
@@ -24,20 +23,10 @@ struct KillInFlight {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_five_times_while_draining_loses_nothing() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
-    let ids: Vec<JobId> = chaos_job::enqueue_many(
-        &db.pool,
-        (0..JOBS).map(|_| chaos_job::Args { sleep_ms: 10 }),
-    )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect();
+    let (_serial, db) = alone_on_shared_server().await;
+    let ids = db.enqueue_chaos_jobs(JOBS, 10).await;
     let started = Instant::now();
-    let (steady, victim, killed) = kill_victims(&db, &settings, KILLS, RUNS_BEFORE_KILL).await;
+    let (steady, victim, killed) = kill_victims(&db, KILLS, RUNS_BEFORE_KILL).await;
     db.wait_all_done(&ids, Duration::from_secs(60), &[&steady, &victim])
         .await;
     let drained = started.elapsed();

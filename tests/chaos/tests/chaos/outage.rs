@@ -4,8 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::JobId;
-use jobs_chaos::chaos_job;
 use jobs_testkit::ThrowawayCluster;
 
 use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
@@ -19,15 +17,7 @@ async fn postgres_down_for_five_seconds_mid_drain() {
     let cluster = ThrowawayCluster::start().await.expect("start a cluster");
     let db = ChaosDb::on(&cluster.url()).await;
     let settings = db.settings();
-    let ids: Vec<JobId> = chaos_job::enqueue_many(
-        &db.pool,
-        (0..JOBS).map(|_| chaos_job::Args { sleep_ms: 10 }),
-    )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect();
+    let ids = db.enqueue_chaos_jobs(JOBS, 10).await;
     let mut first = Worker::spawn("worker-1", &settings);
     let mut second = Worker::spawn("worker-2", &settings);
     wait_until(
@@ -62,20 +52,12 @@ async fn postgres_down_for_five_seconds_mid_drain() {
     assert!(second.is_alive(), "worker-2 exited");
 
     let lost = db.lost(&ids).await;
-    let rerun = db.run_more_than_once().await;
-    let failed_attempts = db
-        .scalar_i64(
-            "SELECT count(*) FROM jobs_queue, jsonb_array_elements(errors) AS e
-             WHERE e->>'kind' <> 'lease_expired'",
-        )
-        .await;
+    let failed_attempts = db.attempts_failed_otherwise().await;
     Figures::new("PostgreSQL stopped for 5 s mid-drain (2 workers, lease 2 s)")
         .add("jobs enqueued", JOBS)
         .add("done when PostgreSQL stopped", done_before)
-        .add("completed", db.count_in("done").await)
-        .add("lost", lost.len())
-        .add("run more than once", rerun.len())
-        .add("rescued (lease expired)", db.rescued().await)
+        .outcome(&db, lost.len())
+        .await
         .add("attempts failed by the outage", failed_attempts)
         .add("worker processes that exited", 0)
         .add("stopping PostgreSQL took", secs(stop_took))
@@ -84,9 +66,6 @@ async fn postgres_down_for_five_seconds_mid_drain() {
         .print();
     assert!(lost.is_empty(), "lost jobs: {lost:?}");
 
-    for worker in [&mut first, &mut second] {
-        worker.signal("TERM");
-        let status = worker.wait_exit(Duration::from_secs(40)).await;
-        assert_eq!(status.code(), Some(0), "{} exit", worker.name);
-    }
+    first.stop_gracefully().await;
+    second.stop_gracefully().await;
 }

@@ -12,7 +12,7 @@ use jobs::outbox::{publish_in, OutboxMessage, PublishError, Publisher, Relay, Re
 use jobs_nats::testing::{create_stream, shared_url, stored_messages, unique_name};
 use jobs_nats::{async_nats, NatsPublisher};
 
-use crate::support::{serial, wait_until, ChaosDb};
+use crate::support::{alone_on_shared_server, wait_until};
 
 /// Records the ids it is asked to publish.
 struct Recording {
@@ -29,22 +29,16 @@ impl Publisher for Recording {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_killed_between_publish_and_mark_leaves_one_message_in_the_stream() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let client = async_nats::connect(shared_url())
         .await
         .expect("connect to NATS");
     let jetstream = async_nats::jetstream::new(client);
     let stream = unique_name("outbox_kill");
     let (_, prefix) = create_stream(&jetstream, &stream).await.expect("stream");
+    let order = serde_json::json!({ "order_id": 1042 });
     let mut tx = db.pool.begin().await.unwrap();
-    let id = publish_in(
-        &mut tx,
-        "orders.placed",
-        &serde_json::json!({ "order_id": 1042 }),
-    )
-    .await
-    .unwrap();
+    let id = publish_in(&mut tx, "orders.placed", &order).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut relay = Command::new(env!("CARGO_BIN_EXE_chaos-relay"))

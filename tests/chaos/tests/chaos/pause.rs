@@ -8,13 +8,11 @@ use std::time::{Duration, Instant};
 
 use jobs_chaos::{stale_then_fresh, watches_its_lease};
 
-use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, error_kinds, secs, wait_until, Figures};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_complete_a_job_it_lost() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
+    let (_serial, db) = alone_on_shared_server().await;
     // Works 4 s on its first attempt, then fails permanently: a verdict that must never land.
     let stale = stale_then_fresh::enqueue(&db.pool, 4_000)
         .await
@@ -24,7 +22,7 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
         .await
         .expect("enqueue")
         .id();
-    let mut paused = Worker::spawn("paused", &settings);
+    let mut paused = db.spawn_worker("paused");
     let pid = paused.pid();
     wait_until(
         "the first worker to run both jobs",
@@ -36,21 +34,13 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
     paused.signal("STOP");
     let stopped_at = Instant::now();
 
-    let mut rescuer = Worker::spawn("rescuer", &settings);
+    let mut rescuer = db.spawn_worker("rescuer");
     for id in [stale, watcher] {
         wait_until(
             &format!("job {id} to be done by the second worker"),
             Duration::from_secs(20),
             &[&rescuer],
-            || async {
-                let state: String =
-                    sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-                        .bind(id)
-                        .fetch_one(&db.pool)
-                        .await
-                        .expect("state");
-                state == "done"
-            },
+            || async { db.state_of(id).await == "done" },
         )
         .await;
     }
@@ -81,17 +71,12 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
             .fetch_one(&db.pool)
             .await
             .expect("the notice");
-    let watcher_state: String = sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-        .bind(watcher)
-        .fetch_one(&db.pool)
-        .await
-        .expect("the watcher");
+    let watcher_state = db.state_of(watcher).await;
     let log = paused.log();
     Figures::new("SIGSTOP past the lease (2 s), SIGCONT after another worker finished the jobs")
         .add("jobs enqueued", 2)
-        .add("completed", db.count_in("done").await)
-        .add("lost", 2 - db.count_in("done").await)
-        .add("run more than once", db.run_more_than_once().await.len())
+        .outcome(&db, 2 - db.count_in("done").await)
+        .await
         .add(
             "time to recover: SIGSTOP -> jobs done elsewhere",
             secs(taken_over),
@@ -110,14 +95,8 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
 
     assert_eq!(state, "done", "the re-claiming worker's verdict stands");
     assert_eq!(attempts, 2);
-    let kinds: Vec<&str> = errors
-        .as_array()
-        .expect("errors array")
-        .iter()
-        .filter_map(|error| error["kind"].as_str())
-        .collect();
     assert_eq!(
-        kinds,
+        error_kinds(&errors),
         ["lease_expired"],
         "nothing from the paused run: {errors}"
     );
@@ -130,9 +109,6 @@ async fn a_paused_worker_cannot_complete_a_job_it_lost() {
     );
     assert!(log.contains("lease lost"));
 
-    for worker in [&mut paused, &mut rescuer] {
-        worker.signal("TERM");
-        let status = worker.wait_exit(Duration::from_secs(40)).await;
-        assert_eq!(status.code(), Some(0), "{} exit", worker.name);
-    }
+    paused.stop_gracefully().await;
+    rescuer.stop_gracefully().await;
 }

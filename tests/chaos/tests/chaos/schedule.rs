@@ -3,15 +3,14 @@
 
 use std::time::Duration;
 
-use crate::support::{serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, wait_until, Figures, Worker};
 
 const PROCESSES: usize = 4;
 const SECONDS: f64 = 10.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_turn_each_tick_into_exactly_one_job() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let mut settings = db.settings();
     settings.schedule_every = Some(Duration::from_secs(1));
     let mut workers: Vec<Worker> = (1..=PROCESSES)

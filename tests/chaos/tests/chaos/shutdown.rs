@@ -8,23 +8,21 @@ use std::time::{Duration, Instant};
 use jobs::JobId;
 use jobs_chaos::long_job;
 
-use crate::support::{secs, serial, wait_until, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, ids_of, secs, ChaosDb, Figures, Worker};
 
 const GRACE: Duration = Duration::from_secs(3);
 
 async fn enqueue_long(db: &ChaosDb, count: usize, sleep_ms: u64, only_first: bool) -> Vec<JobId> {
-    long_job::enqueue_many(
-        &db.pool,
-        (0..count).map(|_| long_job::Args {
-            sleep_ms,
-            only_first_attempt: only_first,
-        }),
+    ids_of(
+        long_job::enqueue_many(
+            &db.pool,
+            (0..count).map(|_| long_job::Args {
+                sleep_ms,
+                only_first_attempt: only_first,
+            }),
+        )
+        .await,
     )
-    .await
-    .expect("enqueue")
-    .into_iter()
-    .map(|enqueued| enqueued.id())
-    .collect()
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -48,20 +46,13 @@ async fn rows(db: &ChaosDb, ids: &[JobId]) -> Vec<Row> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
+    let (_serial, db) = alone_on_shared_server().await;
     let mut settings = db.settings();
     settings.grace = GRACE;
     let finishing = enqueue_long(&db, 4, 1_000, false).await;
     let outlasting = enqueue_long(&db, 4, 60_000, false).await;
     let mut worker = Worker::spawn("worker", &settings);
-    wait_until(
-        "all 8 jobs to run",
-        Duration::from_secs(20),
-        &[&worker],
-        || async { db.scalar_i64("SELECT count(*) FROM runs").await == 8 },
-    )
-    .await;
+    db.wait_for_runs(8, &[&worker]).await;
     worker.signal("TERM");
     let signalled = Instant::now();
     let status = worker.wait_exit(Duration::from_secs(20)).await;
@@ -110,18 +101,11 @@ async fn sigterm_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_sigterm_exits_at_once_and_leases_bring_the_jobs_back() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings(); // grace 30 s: only the second signal can end it quickly
+    let (_serial, db) = alone_on_shared_server().await;
     let ids = enqueue_long(&db, 4, 60_000, true).await;
-    let mut worker = Worker::spawn("worker", &settings);
-    wait_until(
-        "all 4 jobs to run",
-        Duration::from_secs(20),
-        &[&worker],
-        || async { db.scalar_i64("SELECT count(*) FROM runs").await == 4 },
-    )
-    .await;
+    // Grace 30 s: only the second signal can end it quickly.
+    let mut worker = db.spawn_worker("worker");
+    db.wait_for_runs(4, &[&worker]).await;
     worker.signal("TERM");
     worker
         .wait_for_log("shutting down gracefully", Duration::from_secs(10))
@@ -132,15 +116,14 @@ async fn a_second_sigterm_exits_at_once_and_leases_bring_the_jobs_back() {
     let exited = signalled.elapsed();
     let left = rows(&db, &ids).await;
 
-    let successor = Worker::spawn("successor", &settings);
+    let successor = db.spawn_worker("successor");
     db.wait_all_done(&ids, Duration::from_secs(20), &[&successor])
         .await;
     let back = signalled.elapsed();
     Figures::new("SIGTERM twice during 4 jobs of 60 s (grace 30 s, lease 2 s)")
         .add("jobs enqueued", 4)
-        .add("completed (by a successor)", db.count_in("done").await)
-        .add("lost", 4 - db.count_in("done").await)
-        .add("run more than once", db.run_more_than_once().await.len())
+        .outcome(&db, 4 - db.count_in("done").await)
+        .await
         .add("second SIGTERM -> exit", secs(exited))
         .add("exit code", format!("{:?}", status.code()))
         .add(

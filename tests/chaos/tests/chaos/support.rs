@@ -9,8 +9,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use jobs::postgres::testing::TestDatabase;
-use jobs::JobId;
-use jobs_chaos::WorkerSettings;
+use jobs::{EnqueueError, Enqueued, JobId};
+use jobs_chaos::{chaos_job, WorkerSettings};
 use sqlx::PgPool;
 use tempfile::TempDir;
 use tokio::sync::{Mutex, MutexGuard};
@@ -22,6 +22,14 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 /// Waits for the other chaos tests to finish.
 pub async fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().await
+}
+
+/// Waits for the other chaos tests to finish, then creates a fresh database on the shared
+/// server. Keep the guard first in the test (`let (_serial, db) = ...`): dropped last, it lets
+/// the next test start only once this one's workers are gone.
+pub async fn alone_on_shared_server() -> (MutexGuard<'static, ()>, ChaosDb) {
+    let serial = serial().await;
+    (serial, ChaosDb::on_shared_server().await)
 }
 
 /// A fresh, migrated database with the chaos tables, on the shared server or on a cluster.
@@ -63,6 +71,20 @@ impl ChaosDb {
         WorkerSettings::fast(self.database.url())
     }
 
+    /// Starts a chaos worker named `name` on this database, with [`settings`](Self::settings).
+    pub fn spawn_worker(&self, name: &str) -> Worker {
+        Worker::spawn(name, &self.settings())
+    }
+
+    /// Enqueues `count` `chaos_job`s, each working `sleep_ms`; returns their ids.
+    pub async fn enqueue_chaos_jobs(&self, count: usize, sleep_ms: u64) -> Vec<JobId> {
+        ids_of(
+            chaos_job::enqueue_many(&self.pool, (0..count).map(|_| chaos_job::Args { sleep_ms }))
+                .await,
+        )
+    }
+
+    /// The value of a query returning one number.
     pub async fn scalar_i64(&self, sql: &str) -> i64 {
         sqlx::query_scalar(sql)
             .fetch_one(&self.pool)
@@ -77,6 +99,36 @@ impl ChaosDb {
             .fetch_one(&self.pool)
             .await
             .expect("count jobs")
+    }
+
+    /// The state of job `id`.
+    pub async fn state_of(&self, id: JobId) -> String {
+        sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|error| panic!("the state of job {id}: {error}"))
+    }
+
+    /// Failed attempts recorded for another reason than an expired lease: those a fault made
+    /// fail (an outage, a cut connection).
+    pub async fn attempts_failed_otherwise(&self) -> i64 {
+        self.scalar_i64(
+            "SELECT count(*) FROM jobs_queue, jsonb_array_elements(errors) AS e
+             WHERE e->>'kind' <> 'lease_expired'",
+        )
+        .await
+    }
+
+    /// Waits (up to 20 s) until `count` runs are recorded, by any process.
+    pub async fn wait_for_runs(&self, count: i64, workers: &[&Worker]) {
+        wait_until(
+            &format!("all {count} jobs to run"),
+            Duration::from_secs(20),
+            workers,
+            || async { self.scalar_i64("SELECT count(*) FROM runs").await == count },
+        )
+        .await;
     }
 
     /// Runs recorded by the process `pid`.
@@ -176,6 +228,25 @@ impl ChaosDb {
     }
 }
 
+/// The ids of jobs enqueued in bulk; panics if enqueueing failed.
+pub fn ids_of(enqueued: Result<Vec<Enqueued>, EnqueueError>) -> Vec<JobId> {
+    enqueued
+        .expect("enqueue")
+        .into_iter()
+        .map(|enqueued| enqueued.id())
+        .collect()
+}
+
+/// The kinds of the errors in a job's error history (`jobs_queue.errors`), oldest first.
+pub fn error_kinds(errors: &serde_json::Value) -> Vec<&str> {
+    errors
+        .as_array()
+        .expect("errors array")
+        .iter()
+        .filter_map(|error| error["kind"].as_str())
+        .collect()
+}
+
 /// One SIGKILL of a victim worker: when, which process, and which jobs were running (leased)
 /// just after it.
 pub struct Kill {
@@ -184,15 +255,15 @@ pub struct Kill {
     pub running: BTreeSet<JobId>,
 }
 
-/// Starts a steady worker and a victim, then `kills` times: waits until the victim has run
-/// `runs_before_kill` jobs, SIGKILLs it mid-work and starts the next victim. Returns the steady
-/// worker, the last victim (alive) and what each kill left running.
+/// Starts a steady worker and a victim (with [`ChaosDb::settings`]), then `kills` times: waits
+/// until the victim has run `runs_before_kill` jobs, SIGKILLs it mid-work and starts the next
+/// victim. Returns the steady worker, the last victim (alive) and what each kill left running.
 pub async fn kill_victims(
     db: &ChaosDb,
-    settings: &WorkerSettings,
     kills: usize,
     runs_before_kill: i64,
 ) -> (Worker, Worker, Vec<Kill>) {
+    let settings = &db.settings();
     let steady = Worker::spawn("steady", settings);
     let mut victim = Worker::spawn("victim-1", settings);
     let mut done = Vec::new();
@@ -316,6 +387,13 @@ impl Worker {
         }
     }
 
+    /// Sends SIGTERM and asserts that the process exits 0 within 40 s: a graceful shutdown.
+    pub async fn stop_gracefully(&mut self) {
+        self.signal("TERM");
+        let status = self.wait_exit(Duration::from_secs(40)).await;
+        assert_eq!(status.code(), Some(0), "{} exit", self.name);
+    }
+
     /// Whether the process is still running.
     pub fn is_alive(&mut self) -> bool {
         self.exited().is_none()
@@ -370,6 +448,7 @@ pub struct Figures {
 }
 
 impl Figures {
+    /// No figures yet, of the test described by `test`.
     pub fn new(test: &'static str) -> Self {
         Self {
             test,
@@ -381,6 +460,15 @@ impl Figures {
     pub fn add(&mut self, name: &str, value: impl std::fmt::Display) -> &mut Self {
         self.lines.push((name.to_string(), value.to_string()));
         self
+    }
+
+    /// Adds what became of the jobs: completed, `lost`, run more than once, and rescued
+    /// through an expired lease.
+    pub async fn outcome(&mut self, db: &ChaosDb, lost: impl std::fmt::Display) -> &mut Self {
+        self.add("completed", db.count_in("done").await)
+            .add("lost", lost)
+            .add("run more than once", db.run_more_than_once().await.len())
+            .add("rescued (lease expired)", db.rescued().await)
     }
 
     /// Prints the figures (shown with `cargo test -- --nocapture`).

@@ -4,10 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::JobId;
-use jobs_chaos::{chaos_job, APPLICATION_NAME};
+use jobs_chaos::APPLICATION_NAME;
 
-use crate::support::{secs, serial, ChaosDb, Figures, Worker};
+use crate::support::{alone_on_shared_server, secs, Figures};
 
 const FAULT: Duration = Duration::from_secs(10);
 const EVERY: Duration = Duration::from_millis(200);
@@ -16,23 +15,10 @@ const JOBS_PER_TICK: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backends_terminated_every_200_ms_for_10_s() {
-    let _serial = serial().await;
-    let db = ChaosDb::on_shared_server().await;
-    let settings = db.settings();
-    let enqueue = |count: usize| {
-        let pool = db.pool.clone();
-        async move {
-            chaos_job::enqueue_many(&pool, (0..count).map(|_| chaos_job::Args { sleep_ms: 5 }))
-                .await
-                .expect("enqueue")
-                .into_iter()
-                .map(|enqueued| enqueued.id())
-                .collect::<Vec<JobId>>()
-        }
-    };
-    let mut ids = enqueue(INITIAL_JOBS).await;
-    let mut first = Worker::spawn("worker-1", &settings);
-    let mut second = Worker::spawn("worker-2", &settings);
+    let (_serial, db) = alone_on_shared_server().await;
+    let mut ids = db.enqueue_chaos_jobs(INITIAL_JOBS, 5).await;
+    let mut first = db.spawn_worker("worker-1");
+    let mut second = db.spawn_worker("worker-2");
     first.wait_started().await;
     second.wait_started().await;
 
@@ -50,7 +36,7 @@ async fn backends_terminated_every_200_ms_for_10_s() {
         .expect("terminate the workers' backends");
         terminated += killed;
         ticks += 1;
-        ids.extend(enqueue(JOBS_PER_TICK).await);
+        ids.extend(db.enqueue_chaos_jobs(JOBS_PER_TICK, 5).await);
         tokio::time::sleep(EVERY).await; // the fault's rhythm
     }
     let fault_over = Instant::now();
@@ -62,13 +48,7 @@ async fn backends_terminated_every_200_ms_for_10_s() {
     let recovered = fault_over.elapsed();
 
     let lost = db.lost(&ids).await;
-    let rerun = db.run_more_than_once().await;
-    let failed_attempts = db
-        .scalar_i64(
-            "SELECT count(*) FROM jobs_queue, jsonb_array_elements(errors) AS e
-             WHERE e->>'kind' <> 'lease_expired'",
-        )
-        .await;
+    let failed_attempts = db.attempts_failed_otherwise().await;
     let reconnects = [&first, &second]
         .iter()
         .map(|worker| worker.log().matches("; reconnecting").count())
@@ -81,19 +61,14 @@ async fn backends_terminated_every_200_ms_for_10_s() {
         )
         .add("LISTEN connections lost and re-made", reconnects)
         .add("done during the fault", done_during_fault)
-        .add("completed", db.count_in("done").await)
-        .add("lost", lost.len())
-        .add("run more than once", rerun.len())
-        .add("rescued (lease expired)", db.rescued().await)
+        .outcome(&db, lost.len())
+        .await
         .add("attempts failed by a cut connection", failed_attempts)
         .add("time to recover: fault over -> all done", secs(recovered))
         .print();
     assert!(lost.is_empty(), "lost jobs: {lost:?}");
     assert!(terminated > 0);
 
-    for worker in [&mut first, &mut second] {
-        worker.signal("TERM");
-        let status = worker.wait_exit(Duration::from_secs(40)).await;
-        assert_eq!(status.code(), Some(0), "{} exit", worker.name);
-    }
+    first.stop_gracefully().await;
+    second.stop_gracefully().await;
 }
