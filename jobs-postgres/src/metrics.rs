@@ -21,6 +21,7 @@
 //! | [`DEAD`] | gauge | `kind`, `queue` | dead jobs |
 //! | [`OLDEST_READY_AGE_SECONDS`] | gauge | `kind`, `queue` | how long the oldest due job has waited |
 //! | [`LONGEST_EXPIRED_LEASE_SECONDS`] | gauge | `kind`, `queue` | how long ago the longest-expired lease expired |
+//! | [`QUEUE_PAUSED_SECONDS`] | gauge | `queue` | how long a paused queue has been paused |
 //!
 //! The counters and histograms are this process's own. The gauges are the table's health
 //! numbers ([`admin::stats`](crate::admin::stats)), published by every worker every
@@ -102,8 +103,13 @@ pub const OLDEST_READY_AGE_SECONDS: &str = "jobs_oldest_ready_age_seconds";
 /// `kind` and `queue`.
 pub const LONGEST_EXPIRED_LEASE_SECONDS: &str = "jobs_longest_expired_lease_seconds";
 
+/// Gauge, seconds: how long the queue has been paused (0 once resumed), labelled `queue`; a
+/// series exists only for queues paused since the process started. Alert on it as `jobs check`
+/// does on `queue_paused`.
+pub const QUEUE_PAUSED_SECONDS: &str = "jobs_queue_paused_seconds";
+
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
@@ -118,6 +124,7 @@ pub const ALL: [&str; 14] = [
     DEAD,
     OLDEST_READY_AGE_SECONDS,
     LONGEST_EXPIRED_LEASE_SECONDS,
+    QUEUE_PAUSED_SECONDS,
 ];
 
 /// The names of the labels.
@@ -291,6 +298,11 @@ pub fn describe() {
         LONGEST_EXPIRED_LEASE_SECONDS,
         Unit::Seconds,
         "How long ago the longest-expired lease expired, by kind and queue."
+    );
+    describe_gauge!(
+        QUEUE_PAUSED_SECONDS,
+        Unit::Seconds,
+        "How long the queue has been paused; 0 once resumed."
     );
 }
 

@@ -241,3 +241,44 @@ async fn gauges_of_a_kind_without_live_jobs_go_back_to_zero() {
         assert_eq!(recorded.gauge(name, &labels), Some(0.0), "{name}");
     }
 }
+
+#[tokio::test]
+async fn a_paused_queue_is_a_gauge_that_goes_back_to_zero_once_resumed() {
+    const QUEUE: &str = "gauged_pause";
+    let db = Db::new().await;
+    let recorded = recorded();
+    let labels = [("queue", QUEUE)];
+    jobs::admin::pause_queue(&db.pool, QUEUE, "ops@test", None)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE jobs_queue_pauses SET paused_at = now() - interval '90 seconds'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut gauges = Gauges::new();
+    // Both ways of refreshing publish the pauses.
+    gauges.refresh(&db.pool).await.unwrap();
+    let paused = recorded.gauge(names::QUEUE_PAUSED_SECONDS, &labels);
+    assert!(paused.is_some_and(|seconds| seconds >= 90.0), "{paused:?}");
+    gauges.publish(&Stats::default());
+    assert_eq!(
+        recorded.gauge(names::QUEUE_PAUSED_SECONDS, &labels),
+        Some(0.0)
+    );
+    gauges
+        .refresh_shared(&db.pool, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let paused = recorded.gauge(names::QUEUE_PAUSED_SECONDS, &labels);
+    assert!(paused.is_some_and(|seconds| seconds >= 90.0), "{paused:?}");
+
+    jobs::admin::resume_queue(&db.pool, QUEUE).await.unwrap();
+    gauges
+        .refresh_shared(&db.pool, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        recorded.gauge(names::QUEUE_PAUSED_SECONDS, &labels),
+        Some(0.0)
+    );
+}

@@ -7,8 +7,8 @@ use ::metrics::{gauge, Label};
 use sqlx::PgPool;
 
 use super::{
-    labels, DEAD, EXPIRED_LEASES, LONGEST_EXPIRED_LEASE_SECONDS, OLDEST_READY_AGE_SECONDS, READY,
-    RUNNING, SCHEDULED,
+    labels, DEAD, EXPIRED_LEASES, LONGEST_EXPIRED_LEASE_SECONDS, OLDEST_READY_AGE_SECONDS,
+    QUEUE_PAUSED_SECONDS, READY, RUNNING, SCHEDULED,
 };
 use crate::admin::{self, AdminError, Counts, Stats};
 use crate::store::stats as store;
@@ -26,6 +26,7 @@ use crate::store::stats as store;
 #[derive(Debug, Default)]
 pub struct Gauges {
     published: HashSet<(String, String)>,
+    paused: HashSet<String>,
 }
 
 impl Gauges {
@@ -42,7 +43,7 @@ impl Gauges {
     }
 
     /// Publishes the health numbers, counting them only when no process has in the last
-    /// `interval`: one statement, which either counts (as [`refresh`](Self::refresh) does) and
+    /// `interval`: one statement (and a read of the few paused queues), which either counts (as [`refresh`](Self::refresh) does) and
     /// stores the figures for the other processes, or reads the figures the last count stored,
     /// without waiting for a count under way. Every process sharing the database thus publishes
     /// the same figures, taken at most about one `interval` before (two, counting its own
@@ -54,7 +55,8 @@ impl Gauges {
         interval: Duration,
     ) -> Result<GaugesPass, AdminError> {
         let (rows, counted) = store::shared_queue_stats(pool, interval).await?;
-        let stats = admin::stats_from_rows(rows);
+        let mut stats = admin::stats_from_rows(rows);
+        stats.paused = admin::paused_queues(pool).await?;
         self.publish(&stats);
         Ok(GaugesPass { stats, counted })
     }
@@ -71,6 +73,15 @@ impl Gauges {
             set(queue, kind, &Counts::default());
         }
         self.published = published;
+        let mut paused = HashSet::with_capacity(stats.paused.len());
+        for pause in &stats.paused {
+            set_paused(&pause.queue, pause.paused_for);
+            paused.insert(pause.queue.clone());
+        }
+        for queue in self.paused.difference(&paused) {
+            set_paused(queue, Duration::ZERO);
+        }
+        self.paused = paused;
     }
 }
 
@@ -97,4 +108,10 @@ fn set(queue: &str, kind: &str, counts: &Counts) {
     gauge!(DEAD, labels.iter()).set(counts.dead as f64);
     gauge!(OLDEST_READY_AGE_SECONDS, labels.iter()).set(seconds(counts.oldest_ready_age));
     gauge!(LONGEST_EXPIRED_LEASE_SECONDS, labels.iter()).set(seconds(counts.longest_expired_lease));
+}
+
+/// Sets how long `queue` has been paused (0: it is not).
+fn set_paused(queue: &str, paused_for: Duration) {
+    let labels = [Label::new(labels::QUEUE, queue.to_owned())];
+    gauge!(QUEUE_PAUSED_SECONDS, labels.iter()).set(paused_for.as_secs_f64());
 }
