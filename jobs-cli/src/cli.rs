@@ -63,6 +63,12 @@ pub enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
+    /// One job by id: run it now instead of at its later time.
+    Job {
+        /// What to do with the jobs.
+        #[command(subcommand)]
+        command: JobCommand,
+    },
     /// Queues: pause one (no worker claims its jobs; running ones finish) and resume it.
     Queue {
         /// What to do with a queue.
@@ -122,6 +128,23 @@ pub enum Command {
         /// the pause is).
         #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration)]
         max_paused: Duration,
+    },
+}
+
+/// What to do with jobs given by id.
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Make jobs that wait for a later time (a retry backing off, a delayed or snoozed job) due
+    /// now: idle workers claim them at once. Attempts and error history stay as they are.
+    ///
+    /// Jobs due already, running, finished or dead are left alone and listed.
+    RunNow {
+        /// The jobs' ids.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<JobId>,
+        /// Print JSON instead of sentences.
+        #[arg(long)]
+        json: bool,
     },
 }
 

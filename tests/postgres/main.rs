@@ -26,6 +26,7 @@ mod outcomes;
 mod queue_pause;
 mod rescue_refusal;
 mod resilience;
+mod run_now;
 mod schedules;
 mod schema;
 mod shutdown;

@@ -1,16 +1,16 @@
 //! `jobs dead list|show|replay|discard`.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 
 use jobs_core::JobId;
 use jobs_postgres::admin::{
     self, AdminError, AttemptRecord, Batch, DeadFilter, DeadJob, DiscardReport, HumanDuration,
-    JobDetails, JobRef, ReplayReport,
+    JobDetails, ReplayReport,
 };
 use jobs_postgres::PgPool;
 use serde_json::{json, Value};
 
+use super::job_refs::{by_kind, job_ref_json, jobs_table};
 use super::{count, json_text, Report};
 use crate::cli::{ConfirmArgs, DeadChange, FilterArgs, Selection};
 use crate::confirm;
@@ -308,30 +308,6 @@ fn describe_selection(selection: &Selection) -> String {
     }
 }
 
-/// The jobs a dry run would touch, one per line, or nothing when there are none.
-fn jobs_table(jobs: &[JobRef]) -> String {
-    if jobs.is_empty() {
-        return String::new();
-    }
-    let mut table = Table::new(&[
-        ("ID", Align::Right),
-        ("KIND", Align::Left),
-        ("QUEUE", Align::Left),
-    ]);
-    for job in jobs {
-        table.row(vec![
-            job.id.to_string(),
-            job.kind.clone(),
-            job.queue.clone(),
-        ]);
-    }
-    table.render()
-}
-
-fn job_ref_json(job: &JobRef) -> Value {
-    json!({ "id": job.id, "kind": job.kind, "queue": job.queue })
-}
-
 fn listing_filter(args: &FilterArgs) -> DeadFilter {
     narrow(
         DeadFilter::all(),
@@ -371,19 +347,6 @@ fn narrow(
         filter = filter.dead_for_at_least(age);
     }
     filter
-}
-
-/// `"send_email (queue email) 2, resize (queue default) 1"`.
-fn by_kind(jobs: &[JobRef]) -> String {
-    let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for job in jobs {
-        *counts.entry((&job.kind, &job.queue)).or_default() += 1;
-    }
-    counts
-        .iter()
-        .map(|((kind, queue), n)| format!("{} (queue {}) {n}", shown(kind), shown(queue)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn describe(error: &AttemptRecord) -> String {

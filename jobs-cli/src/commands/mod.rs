@@ -3,6 +3,8 @@
 
 mod check;
 mod dead;
+mod job;
+mod job_refs;
 mod migrate;
 mod outbox;
 mod prune;
@@ -13,7 +15,9 @@ mod stats;
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, DeadCommand, OutboxCommand, QueueCommand, ScheduleCommand};
+use crate::cli::{
+    Cli, Command, DeadCommand, JobCommand, OutboxCommand, QueueCommand, ScheduleCommand,
+};
 use crate::connect::connect;
 use crate::error::CliError;
 
@@ -79,6 +83,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 change,
                 confirm,
             } => outbox::replay(&pool, if all { None } else { Some(&ids) }, change, confirm).await,
+        },
+        Command::Job { command } => match command {
+            JobCommand::RunNow { ids, json } => job::run_now(&pool, &ids, json).await,
         },
         Command::Queue { command } => match command {
             QueueCommand::Pause {

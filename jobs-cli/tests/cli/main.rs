@@ -9,6 +9,7 @@ mod check;
 mod dead;
 mod errors;
 mod escaping;
+mod job;
 mod migrate;
 mod outbox;
 mod prune;

@@ -17,6 +17,8 @@
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
 //!   with only when forced).
 //! - [`outbox`]: list parked outbox rows and replay them.
+//! - [`run_now`]: makes jobs waiting for a later time (a retry backing off, a delayed job) due
+//!   now.
 //! - [`pause_queue`] / [`resume_queue`]: stop and restart the claims of a queue in every worker
 //!   process (running jobs finish); [`paused_queues`] lists the pauses.
 //! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
@@ -36,6 +38,7 @@ mod human;
 pub mod outbox;
 mod pauses;
 pub mod retention;
+mod run_now;
 mod schedules;
 mod stats;
 
@@ -53,6 +56,7 @@ pub use pauses::{
     MAX_PAUSE_NOTE_LEN,
 };
 pub use retention::{Retention, RetentionConfig, RetentionReport};
+pub use run_now::{run_now, RunNowReport};
 pub use schedules::{preview_schedule_removal, remove_schedule, Removal, ScheduleRemoval};
 pub(crate) use stats::from_rows as stats_from_rows;
 pub use stats::{

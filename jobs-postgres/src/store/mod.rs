@@ -53,6 +53,7 @@ pub(crate) mod schedules;
 pub(crate) mod stats;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
+pub(crate) mod waiting;
 
 pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome};
