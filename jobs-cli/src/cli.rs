@@ -233,6 +233,15 @@ pub enum ScheduleCommand {
         #[command(flatten)]
         change: ChangeArgs,
     },
+    /// Enqueue one run of a schedule now, with the settings its workers registered; its ticks
+    /// are untouched. Each call is one more run.
+    Trigger {
+        /// The schedule's name (`jobs stats` lists them).
+        name: String,
+        /// Print JSON instead of a sentence.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What to do with dead jobs.

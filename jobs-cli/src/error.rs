@@ -52,6 +52,19 @@ pub enum CliError {
         /// ", next due at ..." when it has a next tick.
         next: String,
     },
+    /// `schedule trigger` of a schedule that does not exist.
+    #[error("no schedule named {name}: `jobs stats` lists the schedules")]
+    ScheduleNotFound {
+        /// The schedule.
+        name: String,
+    },
+    /// `schedule trigger` of a schedule registered by an older version, which did not record
+    /// its jobs' settings.
+    #[error("schedule {name} was registered by an older version, which did not record its jobs' priority and max attempts: start a worker of this version, which records them, and trigger again")]
+    ScheduleSettingsUnknown {
+        /// The schedule.
+        name: String,
+    },
     /// A broad change without `--yes`, and no terminal on stdin to ask on.
     #[error("not done: {action} needs confirmation, and stdin is not a terminal to ask on; pass --yes to go ahead, or --dry-run to see what it would change")]
     ConfirmationNeeded {

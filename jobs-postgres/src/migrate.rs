@@ -56,7 +56,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "outbox_ids_topics", "0007_outbox_ids_topics.sql"),
     migration!(8, "claims_and_gauges", "0008_claims_and_gauges.sql"),
     migration!(9, "processed_key_digest", "0009_processed_key_digest.sql"),
-    migration!(10, "queue_pauses", "0010_queue_pauses.sql"),
+    migration!(10, "operator_controls", "0010_operator_controls.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -27,6 +27,7 @@ mod queue_pause;
 mod rescue_refusal;
 mod resilience;
 mod run_now;
+mod schedule_trigger;
 mod schedules;
 mod schema;
 mod shutdown;

@@ -102,6 +102,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 force,
                 change,
             } => schedule::remove(&pool, &name, force, change).await,
+            ScheduleCommand::Trigger { name, json } => schedule::trigger(&pool, &name, json).await,
         },
         Command::Prune {
             older_than,

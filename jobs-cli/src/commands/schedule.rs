@@ -1,7 +1,8 @@
-//! `jobs schedule remove`: forget a schedule the code no longer declares.
+//! `jobs schedule remove`: forget a schedule the code no longer declares; `jobs schedule
+//! trigger`: one run now.
 
 use chrono::SecondsFormat;
-use jobs_postgres::admin::{self, Removal, ScheduleRemoval};
+use jobs_postgres::admin::{self, Removal, ScheduleRemoval, Trigger};
 use jobs_postgres::PgPool;
 use serde_json::json;
 
@@ -65,4 +66,31 @@ pub async fn remove(
             }
         ),
     }))
+}
+
+/// Enqueues one run of schedule `name` now. A schedule that does not exist, or whose job
+/// settings no worker of this version has recorded yet, is an error.
+pub async fn trigger(pool: &PgPool, name: &str, json: bool) -> Result<Report, CliError> {
+    let id = match admin::trigger_schedule(pool, name).await? {
+        Trigger::Enqueued { id } => id,
+        Trigger::NotFound => {
+            return Err(CliError::ScheduleNotFound {
+                name: shown(name).to_string(),
+            })
+        }
+        Trigger::SettingsUnknown => {
+            return Err(CliError::ScheduleSettingsUnknown {
+                name: shown(name).to_string(),
+            })
+        }
+    };
+    if json {
+        return Ok(Report::success(json_text(
+            &json!({ "name": name, "id": id }),
+        )));
+    }
+    Ok(Report::success(format!(
+        "enqueued job {id}, a run of schedule {} due now; its ticks are untouched\n",
+        shown(name)
+    )))
 }

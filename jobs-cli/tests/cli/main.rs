@@ -15,3 +15,4 @@ mod outbox;
 mod prune;
 mod queue;
 mod stats;
+mod trigger;

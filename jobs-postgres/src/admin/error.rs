@@ -52,3 +52,18 @@ impl AdminError {
         }
     }
 }
+
+/// What [`refuse_nul`] says of a text holding U+0000.
+pub(crate) const HOLDS_NUL: &str = "holds U+0000, which PostgreSQL text cannot store";
+
+/// Refuses a text the database cannot store (one holding U+0000) before it is sent.
+pub(crate) fn refuse_nul(field: &'static str, text: &str) -> Result<(), AdminError> {
+    if text.contains('\0') {
+        Err(AdminError::InvalidText {
+            field,
+            problem: HOLDS_NUL,
+        })
+    } else {
+        Ok(())
+    }
+}

@@ -15,7 +15,7 @@
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
-//!   with only when forced).
+//!   with only when forced); [`trigger_schedule`] enqueues one extra run of a schedule now.
 //! - [`outbox`]: list parked outbox rows and replay them.
 //! - [`run_now`]: makes jobs waiting for a later time (a retry backing off, a delayed job) due
 //!   now.
@@ -57,7 +57,9 @@ pub use pauses::{
 };
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use run_now::{run_now, RunNowReport};
-pub use schedules::{preview_schedule_removal, remove_schedule, Removal, ScheduleRemoval};
+pub use schedules::{
+    preview_schedule_removal, remove_schedule, trigger_schedule, Removal, ScheduleRemoval, Trigger,
+};
 pub(crate) use stats::from_rows as stats_from_rows;
 pub use stats::{
     stats, Counts, KindStats, OutboxStats, RetainedCounts, ScheduleStats, Stats,

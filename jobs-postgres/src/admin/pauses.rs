@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use jobs_core::check_queue_name;
 use sqlx::PgPool;
 
+use crate::admin::error::refuse_nul;
 use crate::admin::AdminError;
 use crate::store::pauses as store;
 
@@ -112,12 +113,12 @@ pub async fn paused_queues(pool: &PgPool) -> Result<Vec<QueuePause>, AdminError>
 
 /// Refuses a text the database cannot store (U+0000) or that is too long to be a note.
 fn check_note(field: &'static str, text: &str) -> Result<(), AdminError> {
-    let problem = if text.contains('\0') {
-        "holds U+0000, which PostgreSQL text cannot store"
-    } else if text.len() > MAX_PAUSE_NOTE_LEN {
-        "is longer than 1,000 bytes"
-    } else {
-        return Ok(());
-    };
-    Err(AdminError::InvalidText { field, problem })
+    refuse_nul(field, text)?;
+    if text.len() > MAX_PAUSE_NOTE_LEN {
+        return Err(AdminError::InvalidText {
+            field,
+            problem: "is longer than 1,000 bytes",
+        });
+    }
+    Ok(())
 }

@@ -1,9 +1,12 @@
-//! Schedules an operator removes: see [`remove_schedule`].
+//! Schedules an operator acts on: [`remove_schedule`] one the code no longer declares,
+//! [`trigger_schedule`] one run now.
 
 use chrono::{DateTime, Utc};
+use jobs_core::JobId;
 use jobs_core::Schedule;
 use sqlx::PgPool;
 
+use super::error::refuse_nul;
 use super::AdminError;
 use crate::store::schedules as store;
 
@@ -47,6 +50,7 @@ pub async fn remove_schedule(
     name: &str,
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
+    refuse_nul("schedule name", name)?;
     let mut transaction = pool.begin().await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     if decision == ScheduleRemoval::Removed {
@@ -63,6 +67,7 @@ pub async fn preview_schedule_removal(
     name: &str,
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
+    refuse_nul("schedule name", name)?;
     let mut transaction = pool.begin().await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     transaction.rollback().await?;
@@ -90,4 +95,36 @@ async fn decide_removal(
         }
     }
     Ok(ScheduleRemoval::Removed)
+}
+
+/// What [`trigger_schedule`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// One run was enqueued, due now; the schedule's ticks are untouched.
+    Enqueued {
+        /// The new job.
+        id: JobId,
+    },
+    /// There is no schedule by that name.
+    NotFound,
+    /// The schedule was registered by a version that did not record its jobs' settings
+    /// (priority, max attempts): start a worker of this version, which records them, and
+    /// trigger again.
+    SettingsUnknown,
+}
+
+/// Enqueues one run of schedule `name` now, with the queue, priority and max attempts its
+/// workers registered, besides its ticks: the regular ticks, and what they count as missed, are
+/// untouched. Each call is one more run (a trigger has no dedupe key); its success counts as the
+/// schedule's last success.
+pub async fn trigger_schedule(pool: &PgPool, name: &str) -> Result<Trigger, AdminError> {
+    refuse_nul("schedule name", name)?;
+    Ok(match store::trigger_schedule(pool, name).await? {
+        Some(Some(id)) => {
+            tracing::info!(schedule = name, job = id, "schedule triggered");
+            Trigger::Enqueued { id }
+        }
+        Some(None) => Trigger::SettingsUnknown,
+        None => Trigger::NotFound,
+    })
 }

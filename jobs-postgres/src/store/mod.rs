@@ -58,4 +58,4 @@ pub(crate) mod waiting;
 pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome};
 pub(crate) use rescue::{list_expired, rescue_expired, rescue_jobs, ExpiredJob, RescuedJob};
-pub(crate) use schedules::{schedule_pass, upsert_schedule};
+pub(crate) use schedules::{schedule_pass, upsert_schedule, Registration};

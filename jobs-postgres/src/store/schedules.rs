@@ -1,29 +1,53 @@
 //! Schedules: registering them, and the passes that enqueue their due ticks.
 
 use chrono::{DateTime, Utc};
-use jobs_core::{Schedule, TickPlan};
+use jobs_core::{JobId, Schedule, TickPlan};
 use sqlx::{PgConnection, PgPool};
 
-/// Registers schedule `$1` (kind `$2`, queue `$3`, description `$4`, missed-ticks policy `$5`),
-/// or updates its settings; a new schedule's first tick is the first after now. Ticks already
-/// dealt with are kept.
+/// Registers schedule `$1` (kind `$2`, queue `$3`, description `$4`, missed-ticks policy `$5`,
+/// its jobs' priority `$6` and max attempts `$7`), or updates its settings; a new schedule's
+/// first tick is the first after now. Ticks already dealt with are kept.
 pub const UPSERT_SCHEDULE: &str = "
-INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
-VALUES ($1, $2, $3, $4, $5, now())
+INSERT INTO jobs_schedules (name, kind, queue, description, missed, priority, max_attempts,
+                            last_tick_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, now())
 ON CONFLICT (name) DO UPDATE
 SET kind = EXCLUDED.kind, queue = EXCLUDED.queue, description = EXCLUDED.description,
-    missed = EXCLUDED.missed, updated_at = now()
-WHERE (jobs_schedules.kind, jobs_schedules.queue, jobs_schedules.description, jobs_schedules.missed)
-      IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.description, EXCLUDED.missed)";
+    missed = EXCLUDED.missed, priority = EXCLUDED.priority,
+    max_attempts = EXCLUDED.max_attempts, updated_at = now()
+WHERE (jobs_schedules.kind, jobs_schedules.queue, jobs_schedules.description, jobs_schedules.missed,
+       jobs_schedules.priority, jobs_schedules.max_attempts)
+      IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.description, EXCLUDED.missed,
+                        EXCLUDED.priority, EXCLUDED.max_attempts)";
 
-/// Registers schedule `$1` again (kind `$2`, queue `$3`, description `$4`, missed-ticks policy
-/// `$5`) when its row was removed while a worker still declares it, with every tick up to `$6`
-/// (the last this worker saw dealt with; now when NULL) counted as dealt with, so that the ticks
-/// since follow the missed-ticks policy. A row registered meanwhile by another process is kept.
+/// Registers schedule `$1` again (with the settings `$2`..`$7` of [`UPSERT_SCHEDULE`]) when its
+/// row was removed while a worker still declares it, with every tick up to `$8` (the last this
+/// worker saw dealt with; now when NULL) counted as dealt with, so that the ticks since follow
+/// the missed-ticks policy. A row registered meanwhile by another process is kept.
 pub const REREGISTER_SCHEDULE: &str = "
-INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
-VALUES ($1, $2, $3, $4, $5, coalesce($6, now()))
+INSERT INTO jobs_schedules (name, kind, queue, description, missed, priority, max_attempts,
+                            last_tick_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()))
 ON CONFLICT (name) DO NOTHING";
+
+/// Enqueues one run of schedule `$1` now, besides its ticks, with the settings its row holds
+/// (no dedupe key: each trigger is one more run), and announces its queue. Returns whether the
+/// schedule exists, and the new job's id; no id when the row holds no job settings yet
+/// (registered by an older version).
+pub const TRIGGER_SCHEDULE: &str = "
+WITH schedule AS (
+    SELECT name, kind, queue, priority, max_attempts FROM jobs_schedules WHERE name = $1
+), inserted AS (
+    INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, schedule)
+    SELECT kind, queue, '{}'::jsonb, priority, max_attempts, now(), name
+    FROM schedule
+    WHERE priority IS NOT NULL AND max_attempts IS NOT NULL
+    RETURNING id, queue
+), notified AS (
+    SELECT pg_notify('jobs_queue', queue) FROM inserted
+)
+SELECT EXISTS (SELECT FROM schedule) AS found, (SELECT id FROM inserted) AS id,
+       (SELECT count(*) FROM notified) AS notified";
 
 /// Locks schedule `$1` for a scheduling pass (waiting for a pass of another process to end) and
 /// returns the last tick dealt with and the database's clock.
@@ -62,26 +86,56 @@ FOR UPDATE";
 /// Removes schedule `$1`; returns its name when it existed. Its jobs stay.
 pub const REMOVE_SCHEDULE: &str = "DELETE FROM jobs_schedules WHERE name = $1 RETURNING name";
 
-// ---------------------------------------------------------------------------------------------
-// The transactional outbox: events written in the caller's transaction, published by a relay
-// (see `crate::outbox`).
-// ---------------------------------------------------------------------------------------------
+/// A schedule as a worker declares it: when it ticks, and the settings of its jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration<'a> {
+    /// The schedule.
+    pub schedule: &'a Schedule,
+    /// The queue of its jobs.
+    pub queue: &'a str,
+    /// Their priority.
+    pub priority: i16,
+    /// Their max attempts.
+    pub max_attempts: i32,
+}
+
+/// Binds a [`Registration`] as the parameters `$1`..`$7` of [`UPSERT_SCHEDULE`] and
+/// [`REREGISTER_SCHEDULE`].
+macro_rules! bind_registration {
+    ($query:expr, $registration:expr) => {
+        $query
+            .bind($registration.schedule.name())
+            .bind($registration.schedule.kind())
+            .bind($registration.queue)
+            .bind($registration.schedule.describe())
+            .bind($registration.schedule.missed_ticks().to_string())
+            .bind($registration.priority)
+            .bind($registration.max_attempts)
+    };
+}
 
 /// Registers a schedule, or updates its settings, keeping the ticks already dealt with.
 pub async fn upsert_schedule(
     pool: &PgPool,
-    schedule: &Schedule,
-    queue: &str,
+    registration: &Registration<'_>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(UPSERT_SCHEDULE)
-        .bind(schedule.name())
-        .bind(schedule.kind())
-        .bind(queue)
-        .bind(schedule.describe())
-        .bind(schedule.missed_ticks().to_string())
+    bind_registration!(sqlx::query(UPSERT_SCHEDULE), registration)
         .execute(pool)
         .await
         .map(drop)
+}
+
+/// Enqueues one run of schedule `name` now: [`TRIGGER_SCHEDULE`]. `None` when there is no such
+/// schedule; `Some(None)` when its row holds no job settings yet.
+pub(crate) async fn trigger_schedule(
+    pool: &PgPool,
+    name: &str,
+) -> Result<Option<Option<JobId>>, sqlx::Error> {
+    let (found, id, _notified): (bool, Option<JobId>, i64) = sqlx::query_as(TRIGGER_SCHEDULE)
+        .bind(name)
+        .fetch_one(pool)
+        .await?;
+    Ok(found.then_some(id))
 }
 
 /// What a scheduling pass did for one schedule.
@@ -108,12 +162,15 @@ pub struct SchedulePass {
 /// policy, and says so in [`SchedulePass::reregistered`].
 pub async fn schedule_pass(
     pool: &PgPool,
-    schedule: &Schedule,
-    queue: &str,
-    priority: i16,
-    max_attempts: u32,
+    registration: &Registration<'_>,
     dealt_with: Option<DateTime<Utc>>,
 ) -> Result<SchedulePass, sqlx::Error> {
+    let Registration {
+        schedule,
+        queue,
+        priority,
+        max_attempts,
+    } = *registration;
     let mut transaction = pool.begin().await?;
     let locked: Option<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(LOCK_SCHEDULE)
         .bind(schedule.name())
@@ -123,12 +180,7 @@ pub async fn schedule_pass(
     let (last_tick, now) = match locked {
         Some(locked) => locked,
         None => {
-            sqlx::query(REREGISTER_SCHEDULE)
-                .bind(schedule.name())
-                .bind(schedule.kind())
-                .bind(queue)
-                .bind(schedule.describe())
-                .bind(schedule.missed_ticks().to_string())
+            bind_registration!(sqlx::query(REREGISTER_SCHEDULE), registration)
                 .bind(dealt_with)
                 .execute(&mut *transaction)
                 .await?;
@@ -146,9 +198,7 @@ pub async fn schedule_pass(
             .bind(schedule.kind())
             .bind(queue)
             .bind(priority)
-            .bind(
-                i32::try_from(max_attempts).expect("registrations refuse max_attempts beyond i32"),
-            )
+            .bind(max_attempts)
             .bind(&plan.enqueue)
             .fetch_one(&mut *transaction)
             .await?;

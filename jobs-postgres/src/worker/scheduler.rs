@@ -36,6 +36,19 @@ struct Scheduled {
     max_attempts: u32,
 }
 
+impl Scheduled {
+    /// The schedule as the store records it.
+    fn registration(&self) -> store::Registration<'_> {
+        store::Registration {
+            schedule: &self.schedule,
+            queue: self.queue,
+            priority: self.priority,
+            max_attempts: i32::try_from(self.max_attempts)
+                .expect("registrations refuse max_attempts beyond i32"),
+        }
+    }
+}
+
 /// Registers `schedules` and runs passes at their ticks until shutdown is requested.
 pub async fn schedule(shared: Arc<Shared>, schedules: Vec<Schedule>) {
     let mut stop = shared.shutdown_requested.subscribe();
@@ -121,7 +134,7 @@ pub async fn schedule(shared: Arc<Shared>, schedules: Vec<Schedule>) {
 /// Records every schedule in `jobs_schedules`.
 async fn register(shared: &Shared, scheduled: &[Scheduled]) -> Result<(), sqlx::Error> {
     for scheduled in scheduled {
-        store::upsert_schedule(&shared.pool, &scheduled.schedule, scheduled.queue).await?;
+        store::upsert_schedule(&shared.pool, &scheduled.registration()).await?;
         tracing::info!(
             schedule = scheduled.schedule.name(),
             kind = scheduled.schedule.kind(),
@@ -139,15 +152,7 @@ async fn pass_once(
     scheduled: &Scheduled,
     dealt_with: Option<DateTime<Utc>>,
 ) -> Result<DateTime<Utc>, sqlx::Error> {
-    let pass = store::schedule_pass(
-        &shared.pool,
-        &scheduled.schedule,
-        scheduled.queue,
-        scheduled.priority,
-        scheduled.max_attempts,
-        dealt_with,
-    )
-    .await?;
+    let pass = store::schedule_pass(&shared.pool, &scheduled.registration(), dealt_with).await?;
     let name = scheduled.schedule.name();
     if pass.reregistered {
         tracing::warn!(
