@@ -60,12 +60,7 @@ async fn run_after_deploy(
 }
 
 async fn create_notes(db: &Db) {
-    sqlx::query(
-        "CREATE TABLE attempt_notes (job_id bigint NOT NULL, attempt integer NOT NULL, last boolean NOT NULL)",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.execute("CREATE TABLE attempt_notes (job_id bigint NOT NULL, attempt integer NOT NULL, last boolean NOT NULL)").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

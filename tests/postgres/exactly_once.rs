@@ -13,7 +13,8 @@ use tokio::sync::Notify;
 
 use jobs::postgres::__private::sql;
 
-use crate::support::{fast_config, plan_nodes, scans_of, wait_until, Db};
+use crate::plans::{assert_no_seq_scan, explain_analyze, plan_nodes, plan_of, scans_of};
+use crate::support::{fast_config, Db};
 
 async fn create_tables(db: &Db) {
     for statement in [
@@ -21,7 +22,7 @@ async fn create_tables(db: &Db) {
         "CREATE TABLE refunds (order_id bigint NOT NULL)",
         "CREATE TABLE notes (job_id bigint NOT NULL, attempt integer NOT NULL, what text NOT NULL)",
     ] {
-        sqlx::query(statement).execute(&db.pool).await.unwrap();
+        db.execute(statement).await;
     }
 }
 
@@ -169,9 +170,7 @@ async fn effects_and_completion_commit_in_one_transaction() {
     let db = Db::new().await;
     create_tables(&db).await;
     let id = record_receipt::enqueue(&db.pool, 1042).await.unwrap().id();
-    let worker = db.start_worker(&["record_receipt"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["record_receipt"], id, "done").await;
     assert_eq!(job.attempts, 1);
     // The same transaction id wrote the receipt and the job's final row version.
     let (receipt_xmin, job_xmin): (String, String) = sqlx::query_as(
@@ -194,9 +193,7 @@ async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
     let db = Db::new().await;
     create_tables(&db).await;
     let id = receipt_fails_once::enqueue(&db.pool, 7).await.unwrap().id();
-    let worker = db.start_worker(&["receipt_fails_once"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["receipt_fails_once"], id, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.0.len(), 1);
     assert_eq!(job.errors.0[0].error, "the provider hung up");
@@ -227,17 +224,13 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
         .start();
     gate.inserted.notified().await;
     // Another worker takes the job over (as after a rescue and a new claim).
-    let new_token: uuid::Uuid = sqlx::query_scalar(
-        "UPDATE jobs_queue SET lease_token = gen_random_uuid() WHERE id = $1 RETURNING lease_token",
-    )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let new_token = db.take_over(id).await;
     gate.proceed.notify_one();
-    wait_until("the job to try to complete", || async {
-        db.count("SELECT count(*) FROM notes").await == 1
-    })
+    db.wait_for_count(
+        "the job to try to complete",
+        "SELECT count(*) FROM notes",
+        1,
+    )
     .await;
     worker.shutdown().await.expect("the worker stops");
     assert_eq!(
@@ -245,12 +238,7 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
         [format!("{:?}", Err::<(), _>(TransactionError::LeaseLost))]
     );
     assert_eq!(db.count("SELECT count(*) FROM receipts").await, 0);
-    let (state, token): (String, Option<uuid::Uuid>) =
-        sqlx::query_as("SELECT state, lease_token FROM jobs_queue WHERE id = $1")
-            .bind(id)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let (state, token) = db.state_and_token(id).await;
     assert_eq!(
         (state.as_str(), token),
         ("running", Some(new_token)),
@@ -264,10 +252,9 @@ async fn a_processed_key_makes_the_second_job_skip_its_effect() {
     create_tables(&db).await;
     let first = refund::enqueue(&db.pool, 5).await.unwrap().id();
     let second = refund::enqueue(&db.pool, 5).await.unwrap().id();
-    let worker = db.start_worker(&["refund"]);
-    db.wait_for_state(first, "done").await;
-    db.wait_for_state(second, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [_, _] = db
+        .run_until_each(&["refund"], [(first, "done"), (second, "done")])
+        .await;
     assert_eq!(db.count("SELECT count(*) FROM refunds").await, 1);
     let mut seen = notes(&db).await;
     seen.sort();
@@ -286,10 +273,12 @@ async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
         .await
         .unwrap()
         .id();
-    let worker = db.start_worker(&["forgets_to_complete", "rolls_back_on_purpose"]);
-    let dead = db.wait_for_state(forgot, "dead").await;
-    db.wait_for_state(on_purpose, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [dead, _] = db
+        .run_until_each(
+            &["forgets_to_complete", "rolls_back_on_purpose"],
+            [(forgot, "dead"), (on_purpose, "done")],
+        )
+        .await;
     assert_eq!(dead.attempts, 1, "a bug is not retried");
     assert_eq!(dead.errors.0[0].kind, "permanent");
     assert!(
@@ -308,10 +297,12 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     create_tables(&db).await;
     let plain = charge::enqueue(&db.pool, 3).await.unwrap().id();
     let keyed = keyed_charge::enqueue(&db.pool, 3).await.unwrap().id();
-    let worker = db.start_worker(&["charge", "keyed_charge"]);
-    db.wait_for_state(plain, "done").await;
-    db.wait_for_state(keyed, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [_, _] = db
+        .run_until_each(
+            &["charge", "keyed_charge"],
+            [(plain, "done"), (keyed, "done")],
+        )
+        .await;
     let keys_of = |id: i64| {
         let pool = db.pool.clone();
         async move {
@@ -349,10 +340,7 @@ async fn a_key_marked_by_an_open_transaction_waits_for_its_outcome() {
         (false, ProcessedKey::New),
         (true, ProcessedKey::AlreadyProcessed),
     ] {
-        sqlx::query("DELETE FROM jobs_processed_keys")
-            .execute(&db.pool)
-            .await
-            .unwrap();
+        db.execute("DELETE FROM jobs_processed_keys").await;
         let mut first = db.pool.begin().await.unwrap();
         assert_eq!(
             mark_processed(&mut first, key, None).await.unwrap(),
@@ -365,15 +353,8 @@ async fn a_key_marked_by_an_open_transaction_waits_for_its_outcome() {
             second.commit().await.unwrap();
             seen
         });
-        wait_until("the second transaction to wait for the first", || async {
-            db.count(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%jobs_processed_keys%'",
-            )
-            .await
-                == 1
-        })
-        .await;
+        db.wait_for_count("the second transaction to wait for the first", "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%jobs_processed_keys%'", 1).await;
         if first_commits {
             first.commit().await.unwrap();
         } else {
@@ -499,92 +480,45 @@ async fn a_context_without_a_worker_has_no_transaction() {
     ));
 }
 
-/// The plan of `statement` with `key` (and, when given, `second` as `$2`), printed.
-async fn processed_key_plan(
-    db: &Db,
-    what: &str,
-    statement: &str,
-    key: &str,
-    second: Option<f64>,
-) -> Vec<serde_json::Value> {
-    let mut tx = db.pool.begin().await.unwrap();
-    let query = format!("EXPLAIN (ANALYZE, FORMAT JSON) {statement}");
-    let mut explain = sqlx::query_scalar::<_, serde_json::Value>(&query).bind(key);
-    if let Some(second) = second {
-        explain = explain.bind(second);
-    }
-    let plan = explain.fetch_one(&mut *tx).await.unwrap();
-    tx.rollback().await.unwrap();
-    println!(
-        "{what} on 1,000,000 processed keys:\n{}",
-        serde_json::to_string_pretty(&plan).unwrap()
-    );
-    plan_nodes(&plan)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processed_keys_are_found_by_digest_among_a_million() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_processed_keys (key, expires_at)
          SELECT 'refund:' || n, CASE WHEN n % 2 = 0 THEN now() - interval '1 hour' END
          FROM generate_series(1, 1000000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE jobs_processed_keys")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let by_digest = |nodes: &[serde_json::Value]| {
-        let scans = scans_of(nodes, "jobs_processed_keys");
-        assert!(
-            scans.iter().all(|(node, _)| node != "Seq Scan"),
-            "no sequential scan: {scans:?}"
-        );
+    .await;
+    db.execute("ANALYZE jobs_processed_keys").await;
+    let by_digest = |plan: &serde_json::Value| {
+        let scans = scans_of(&plan_nodes(plan), "jobs_processed_keys");
+        assert_no_seq_scan(&scans, "a processed key's statement");
         scans
     };
-    let scans = by_digest(
-        &processed_key_plan(&db, "is_processed", sql::IS_PROCESSED, "refund:7", None).await,
-    );
+    let is_processed = explain_analyze(sql::IS_PROCESSED);
+    let query = sqlx::query_scalar(&is_processed).bind("refund:7");
+    let plan = plan_of(&db, "is_processed on 1,000,000 processed keys", query).await;
     assert_eq!(
-        scans,
+        by_digest(&plan),
         [(
             "Index Scan".to_string(),
             "jobs_processed_keys_pkey".to_string()
         )]
     );
-    let nodes = processed_key_plan(
-        &db,
-        "mark_processed",
-        sql::MARK_PROCESSED,
-        "refund:8",
-        Some(60.0),
-    )
-    .await;
-    by_digest(&nodes);
+    let mark_processed = explain_analyze(sql::MARK_PROCESSED);
+    let query = sqlx::query_scalar(&mark_processed)
+        .bind("refund:8")
+        .bind(60.0_f64);
+    let plan = plan_of(&db, "mark_processed on 1,000,000 processed keys", query).await;
+    by_digest(&plan);
     assert!(
-        nodes
+        plan_nodes(&plan)
             .iter()
             .any(|node| node["Conflict Arbiter Indexes"][0] == "jobs_processed_keys_pkey"),
         "the insert's conflicts are found through the digest key"
     );
     // Retention: the oldest expired keys through the expiry index, then deleted by digest.
-    let mut tx = db.pool.begin().await.unwrap();
-    let plan: serde_json::Value = sqlx::query_scalar(&format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
-        sql::PRUNE_PROCESSED_KEYS
-    ))
-    .bind(1000_i64)
-    .bind(1_i64)
-    .fetch_one(&mut *tx)
-    .await
-    .unwrap();
-    tx.rollback().await.unwrap();
-    println!(
-        "retention of processed keys on 1,000,000 keys:\n{}",
-        serde_json::to_string_pretty(&plan).unwrap()
-    );
-    by_digest(&plan_nodes(&plan));
+    let prune = explain_analyze(sql::PRUNE_PROCESSED_KEYS);
+    let query = sqlx::query_scalar(&prune).bind(1000_i64).bind(1_i64);
+    by_digest(&plan_of(&db, "retention of processed keys on 1,000,000 keys", query).await);
 }

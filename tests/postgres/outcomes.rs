@@ -5,20 +5,15 @@ use jobs::{DedupeScope, NewJob, RetryPolicy, RunAt};
 
 use crate::support::Db;
 use crate::test_jobs::{
-    always_failing, bad_input, cancels, charge_card, default_backoff, flaky, panics_once,
-    record_run, snoozes_once, too_slow,
+    always_failing, bad_input, cancels, charge_card, default_backoff, enqueue_record_run, flaky,
+    panics_once, snoozes_once, too_slow,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_job_runs_once_when_all_is_healthy() {
     let db = Db::new().await;
-    let id = record_run::enqueue(&db.pool, "once".into())
-        .await
-        .unwrap()
-        .id();
-    let worker = db.start_worker(&["record_run"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let id = enqueue_record_run(&db, "once").await;
+    let job = db.run_until(&["record_run"], id, "done").await;
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
     let runs = db
@@ -31,9 +26,7 @@ async fn a_committed_job_runs_once_when_all_is_healthy() {
 async fn transient_failures_retry_then_succeed_keeping_each_error() {
     let db = Db::new().await;
     let id = flaky::enqueue(&db.pool, 2).await.unwrap().id();
-    let worker = db.start_worker(&["flaky"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["flaky"], id, "done").await;
     assert_eq!(job.attempts, 3);
     let errors: Vec<(i32, &str, &str)> = job
         .errors
@@ -90,9 +83,7 @@ async fn a_transient_failure_schedules_the_retry_inside_the_backoff_window() {
 async fn exhausted_attempts_go_dead_with_every_error_kept() {
     let db = Db::new().await;
     let id = always_failing::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["always_failing"]);
-    let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["always_failing"], id, "dead").await;
     assert_eq!(job.attempts, 3);
     assert_eq!(job.errors.len(), 3);
     for (number, entry) in job.errors.iter().enumerate() {
@@ -115,10 +106,12 @@ async fn permanent_errors_go_dead_at_once_with_the_error_kept() {
         .unwrap()
         .id();
     let declined = charge_card::enqueue(&db.pool, 500).await.unwrap().id();
-    let worker = db.start_worker(&["bad_input", "charge_card"]);
-    let job = db.wait_for_state(id, "dead").await;
-    let declined = db.wait_for_state(declined, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [job, declined] = db
+        .run_until_each(
+            &["bad_input", "charge_card"],
+            [(id, "dead"), (declined, "dead")],
+        )
+        .await;
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "permanent");
@@ -136,9 +129,7 @@ async fn permanent_errors_go_dead_at_once_with_the_error_kept() {
 async fn panics_are_caught_and_retried() {
     let db = Db::new().await;
     let id = panics_once::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["panics_once"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["panics_once"], id, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors[0].kind, "panic");
     assert!(
@@ -154,9 +145,7 @@ async fn panics_are_caught_and_retried() {
 async fn a_run_past_its_timeout_is_abandoned_as_a_transient_failure() {
     let db = Db::new().await;
     let id = too_slow::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["too_slow"]);
-    let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["too_slow"], id, "dead").await;
     assert_eq!(job.errors[0].kind, "timeout");
     assert!(
         job.errors[0].error.contains("100ms"),
@@ -181,9 +170,7 @@ async fn an_undecodable_payload_goes_dead_naming_the_kind_and_the_decode_error()
     let mut conn = db.pool.acquire().await.unwrap();
     let id = jobs::enqueue_job(&mut conn, &job).await.unwrap().id();
     drop(conn);
-    let worker = db.start_worker(&["record_run"]);
-    let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["record_run"], id, "dead").await;
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors[0].kind, "undecodable");
     let message = &job.errors[0].error;
@@ -208,13 +195,8 @@ async fn a_worker_leaves_unknown_kinds_alone() {
     let mut conn = db.pool.acquire().await.unwrap();
     let unknown = jobs::enqueue_job(&mut conn, &unknown).await.unwrap().id();
     drop(conn);
-    let known = record_run::enqueue(&db.pool, "known".into())
-        .await
-        .unwrap()
-        .id();
-    let worker = db.start_worker(&["record_run"]);
-    db.wait_for_state(known, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let known = enqueue_record_run(&db, "known").await;
+    db.run_until(&["record_run"], known, "done").await;
     let job = db.job(unknown).await;
     assert_eq!((job.state.as_str(), job.attempts), ("ready", 0));
 }
@@ -223,9 +205,7 @@ async fn a_worker_leaves_unknown_kinds_alone() {
 async fn snooze_runs_again_later_without_using_an_attempt() {
     let db = Db::new().await;
     let id = snoozes_once::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["snoozes_once"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["snoozes_once"], id, "done").await;
     // max_attempts is 1: the snooze did not use it up.
     assert_eq!(job.attempts, 1);
     assert_eq!(
@@ -239,9 +219,7 @@ async fn snooze_runs_again_later_without_using_an_attempt() {
 async fn cancel_ends_the_job_with_its_reason() {
     let db = Db::new().await;
     let id = cancels::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["cancels"]);
-    let job = db.wait_for_state(id, "cancelled").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["cancels"], id, "cancelled").await;
     assert_eq!(job.errors[0].kind, "cancelled");
     assert_eq!(job.errors[0].error, "order was refunded");
 }

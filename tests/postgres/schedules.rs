@@ -102,10 +102,8 @@ async fn stop_for_five_ticks(
     let other = db.other_pool(5).await;
     let first = start(db.pool.clone(), every_second("tick", missed));
     let second = start(other.clone(), every_second("tick", missed));
-    wait_until("two ticks to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 2
-    })
-    .await;
+    db.wait_for_count_at_least("two ticks to run", "SELECT count(*) FROM runs", 2)
+        .await;
     first.shutdown().await.expect("the worker stops");
     second.shutdown().await.expect("the worker stops");
     let stopped_at = database_now(&db.pool).await;
@@ -177,10 +175,7 @@ async fn after_downtime_all_runs_every_missed_tick_up_to_its_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_limited_to_one_running_job_never_overlaps() {
     let db = Db::new().await;
-    sqlx::query("CREATE TABLE spans (job_id bigint NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("CREATE TABLE spans (job_id bigint NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL)").await;
     let other = db.other_pool(5).await;
     let workers: Vec<_> = [db.pool.clone(), other]
         .into_iter()
@@ -281,10 +276,8 @@ async fn a_schedule_whose_runs_keep_failing_is_reported_missing() {
 async fn a_succeeding_schedule_is_healthy_and_records_its_success() {
     let db = Db::new().await;
     let worker = start(db.pool.clone(), every_second("tick", MissedTicks::Latest));
-    wait_until("three ticks to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 3
-    })
-    .await;
+    db.wait_for_count_at_least("three ticks to run", "SELECT count(*) FROM runs", 3)
+        .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     worker.shutdown().await.expect("the worker stops");
     let thresholds = HealthThresholds {
@@ -348,10 +341,8 @@ async fn a_schedule_declared_in_the_attribute_runs() {
     assert_eq!(described, ["declared_tick (declared_tick, every 1s)"]);
     assert_eq!(worker.schedules()[0].missed_ticks(), MissedTicks::Skip);
     let worker = worker.start();
-    wait_until("two declared ticks to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 2
-    })
-    .await;
+    db.wait_for_count_at_least("two declared ticks to run", "SELECT count(*) FROM runs", 2)
+        .await;
     worker.shutdown().await.expect("the worker stops");
     let runs = db
         .count(
@@ -369,20 +360,18 @@ async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on()
         db.pool.clone(),
         every_second("tick", MissedTicks::All { max: 100 }),
     );
-    wait_until("a tick to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 1
-    })
-    .await;
+    db.wait_for_count_at_least("a tick to run", "SELECT count(*) FROM runs", 1)
+        .await;
     let removal = admin::remove_schedule(&db.pool, "tick", admin::Removal::Force)
         .await
         .unwrap();
     assert_eq!(removal, admin::ScheduleRemoval::Removed);
     let removed_at = database_now(&db.pool).await;
-    wait_until("the schedule to be registered again", || async {
-        db.count("SELECT count(*) FROM jobs_schedules WHERE name = 'tick'")
-            .await
-            == 1
-    })
+    db.wait_for_count(
+        "the schedule to be registered again",
+        "SELECT count(*) FROM jobs_schedules WHERE name = 'tick'",
+        1,
+    )
     .await;
     wait_until(
         "three ticks after the removal to be enqueued and run",
@@ -415,10 +404,8 @@ async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on()
 async fn removing_a_schedule_still_kept_up_with_needs_force() {
     let db = Db::new().await;
     let worker = start(db.pool.clone(), every_second("tick", MissedTicks::Latest));
-    wait_until("a tick to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 1
-    })
-    .await;
+    db.wait_for_count_at_least("a tick to run", "SELECT count(*) FROM runs", 1)
+        .await;
     let refused = admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
         .await
         .unwrap();
@@ -433,10 +420,8 @@ async fn removing_a_schedule_still_kept_up_with_needs_force() {
     );
     worker.shutdown().await.expect("the worker stops");
     // Once no worker keeps it up for two ticks, it goes without force.
-    sqlx::query("UPDATE jobs_schedules SET last_tick_at = last_tick_at - interval '3 seconds'")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("UPDATE jobs_schedules SET last_tick_at = last_tick_at - interval '3 seconds'")
+        .await;
     assert_eq!(
         admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
             .await

@@ -1,6 +1,7 @@
 //! Migrations, and the plan of the claim query.
 
-use crate::support::{plan_nodes, scans_of, Db};
+use crate::plans::{assert_no_seq_scan, claim_of_16, explain, plan_nodes, plan_of, scans_of};
+use crate::support::{fast_config, start_worker, Db};
 use jobs::postgres::__private::sql;
 use jobs::postgres::testing::TestDatabase;
 
@@ -58,46 +59,28 @@ async fn migration_history_is_kept_apart_from_the_applications() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claiming_never_walks_done_or_dead_rows() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
          SELECT 'record_run', 'default', '{}'::jsonb,
                 CASE WHEN n % 10 = 0 THEN 'dead' ELSE 'done' END, 1, 8, now()
          FROM generate_series(1, 50000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query(
+    .await;
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
          SELECT 'record_run', 'default', '{}'::jsonb, 8 FROM generate_series(1, 20)",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
 
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", sql::CLAIM_JOBS);
-    let plan: serde_json::Value = sqlx::query_scalar(&explain)
-        .bind("default")
-        .bind(vec!["record_run"])
-        .bind(16_i64)
-        .bind(vec![30.0_f64])
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    let nodes = plan_nodes(&plan);
-    let scans: Vec<(String, String)> = scans_of(&nodes, "jobs_queue");
+    let claim = explain(sql::CLAIM_JOBS);
+    let plan = plan_of(&db, "CLAIM_JOBS", claim_of_16(&claim, &["record_run"])).await;
+    let scans = scans_of(&plan_nodes(&plan), "jobs_queue");
     assert!(
         scans.iter().any(|(_, index)| index == "jobs_queue_ready"),
         "the claim must find candidates through the ready-only index: {scans:?}"
     );
-    assert!(
-        scans.iter().all(|(node, _)| node != "Seq Scan"),
-        "the claim must not scan the table: {scans:?}"
-    );
+    assert_no_seq_scan(&scans, "the claim");
 }
 
 /// Succeeds at once: a job for the least-privilege runtime role to run.
@@ -152,11 +135,7 @@ async fn a_runtime_role_with_dml_only_migrates_nothing_and_runs_jobs() {
                 .expect("an up-to-date schema migrates without CREATE");
             assert!(report.applied.is_empty());
             let id = least_privilege_probe::enqueue(&runtime).await.unwrap().id();
-            let worker = crate::support::start_worker(
-                &runtime,
-                &["least_privilege_probe"],
-                crate::support::fast_config(),
-            );
+            let worker = start_worker(&runtime, &["least_privilege_probe"], fast_config());
             crate::support::wait_until("the probe to be done", || {
                 let runtime = runtime.clone();
                 async move {
@@ -200,10 +179,8 @@ async fn an_applied_migration_edited_since_is_reported() {
         .map(|migration| Some(migration.checksum()))
         .collect();
     assert_eq!(checksums, embedded);
-    sqlx::query("UPDATE jobs_migrations SET checksum = 'edited' WHERE version = 2")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("UPDATE jobs_migrations SET checksum = 'edited' WHERE version = 2")
+        .await;
     match jobs::migrate(&db.pool).await {
         Err(jobs::postgres::migrate::MigrateError::ChecksumMismatch {
             version: 2,
@@ -218,17 +195,13 @@ async fn an_applied_migration_edited_since_is_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_history_from_before_checksums_gets_them() {
     let db = Db::new().await;
-    sqlx::query("ALTER TABLE jobs_migrations DROP COLUMN checksum")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("ALTER TABLE jobs_migrations DROP COLUMN checksum")
+        .await;
     let report = jobs::migrate(&db.pool).await.unwrap();
     assert!(report.applied.is_empty());
-    let missing: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs_migrations WHERE checksum IS NULL")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let missing = db
+        .count("SELECT count(*) FROM jobs_migrations WHERE checksum IS NULL")
+        .await;
     assert_eq!(missing, 0);
     assert!(jobs::migrate(&db.pool).await.unwrap().applied.is_empty());
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use jobs::{job, JobError, JobResult, WorkerConfig};
 
 use crate::support::{fast_config, start_worker, Db};
-use crate::test_jobs::record_run;
+use crate::test_jobs::enqueue_record_run;
 
 /// Fails permanently with a message PostgreSQL's `text` cannot hold as is.
 #[job(max_attempts = 1)]
@@ -45,12 +45,7 @@ async fn an_unwritable_outcome_holds_back_neither_the_others_nor_shutdown() {
     let forever = snoozes_forever::enqueue(&db.pool).await.unwrap().id();
     let mut others = Vec::new();
     for n in 0..20 {
-        others.push(
-            record_run::enqueue(&db.pool, format!("other {n}"))
-                .await
-                .unwrap()
-                .id(),
-        );
+        others.push(enqueue_record_run(&db, &format!("other {n}")).await);
     }
     let config = WorkerConfig {
         lease: Duration::from_millis(800),

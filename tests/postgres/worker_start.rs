@@ -142,7 +142,7 @@ async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_nu
     // 37 running jobs + 1 producer + listener, heartbeat, rescuer, completer, retention, gauges.
     let small = PgPoolOptions::new()
         .max_connections(3)
-        .connect_lazy(&db.url())
+        .connect_lazy(db.url())
         .expect("a lazy pool");
     Worker::builder(small)
         .kinds(["default_backoff"])
@@ -163,7 +163,7 @@ async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_nu
     // A pool large enough says nothing.
     let large = PgPoolOptions::new()
         .max_connections(45)
-        .connect_lazy(&db.url())
+        .connect_lazy(db.url())
         .expect("a lazy pool");
     Worker::builder(large)
         .kinds(["default_backoff"])
