@@ -112,13 +112,9 @@ async fn replay_makes_dead_jobs_ready_keeps_their_history_and_wakes_the_queue() 
     assert_eq!((job.state.as_str(), job.attempts), ("ready", 0));
     assert_eq!(job.errors.len(), 2, "the history is kept");
     assert!(job.ready_in_secs <= 0.0, "due at once");
-    let finished: Option<f64> = sqlx::query_scalar(
-        "SELECT extract(epoch FROM finished_at)::float8 FROM jobs_queue WHERE id = $1",
-    )
-    .bind(dead[0])
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let finished: Option<f64> = db
+        .job_value(dead[0], "extract(epoch FROM finished_at)::float8")
+        .await;
     assert_eq!(finished, None);
 
     // Twice in a row: nothing left to do, nothing touched.

@@ -284,11 +284,7 @@ async fn a_dedupe_key_longer_than_an_index_row_works_and_dedupes() {
     .unwrap();
     assert_eq!(bulk[0], Enqueued::Duplicate(first.id()));
     assert!(bulk[1].is_new());
-    let stored: String = sqlx::query_scalar("SELECT dedupe_key FROM jobs_queue WHERE id = $1")
-        .bind(first.id())
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let stored: String = db.job_value(first.id(), "dedupe_key").await;
     assert!(stored.contains(&note), "the key itself is kept in the row");
     assert_eq!(db.count("SELECT count(*) FROM orders").await, 1);
 }

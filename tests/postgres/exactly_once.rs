@@ -317,13 +317,9 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     };
     // The row's enqueue time, in microseconds: the same job id in another database (or after
     // a restore) has another.
-    let enqueued_micros: i64 = sqlx::query_scalar(
-        "SELECT (extract(epoch FROM created_at) * 1000000)::bigint FROM jobs_queue WHERE id = $1",
-    )
-    .bind(plain)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let enqueued_micros: i64 = db
+        .job_value(plain, "(extract(epoch FROM created_at) * 1000000)::bigint")
+        .await;
     let plain_key = format!("charge#job:{plain}:{enqueued_micros}");
     assert_eq!(keys_of(plain).await, [plain_key.as_str(); 3]);
     assert_eq!(

@@ -125,13 +125,9 @@ async fn stop_now_leaves_running_jobs_to_their_leases() {
     let job = db.job(id).await;
     assert_eq!((job.state.as_str(), job.attempts), ("running", 1));
     assert!(job.errors.is_empty());
-    let leased_for: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM lease_expires_at - now())::float8 FROM jobs_queue WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let leased_for: f64 = db
+        .job_value(id, "extract(epoch FROM lease_expires_at - now())::float8")
+        .await;
     assert!(
         leased_for > 0.0,
         "the lease still holds: the job was not handed back"

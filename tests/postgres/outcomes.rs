@@ -1,13 +1,31 @@
 //! What happens to a job after each kind of run: done, retried on schedule, dead with its
 //! errors kept, snoozed, cancelled.
 
-use jobs::{DedupeScope, NewJob, RetryPolicy, RunAt};
+use jobs::{DedupeScope, JobId, NewJob, RetryPolicy, RunAt};
+use serde_json::Value;
 
 use crate::support::Db;
 use crate::test_jobs::{
     always_failing, bad_input, cancels, charge_card, default_backoff, enqueue_record_run, flaky,
     panics_once, snoozes_once, too_slow,
 };
+
+/// Enqueues a job of `kind` in queue `default` with `payload` and `priority` through the
+/// untyped API, as another release's code (or a typo) would write it; returns its id.
+async fn enqueue_untyped(db: &Db, kind: &'static str, payload: Value, priority: i16) -> JobId {
+    let job = NewJob {
+        kind,
+        queue: "default".into(),
+        payload,
+        priority,
+        max_attempts: 8,
+        run_at: RunAt::Now,
+        dedupe_key: None,
+        dedupe_scope: DedupeScope::Retained,
+    };
+    let mut conn = db.pool.acquire().await.unwrap();
+    jobs::enqueue_job(&mut conn, &job).await.unwrap().id()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_job_runs_once_when_all_is_healthy() {
@@ -47,29 +65,20 @@ async fn a_transient_failure_schedules_the_retry_inside_the_backoff_window() {
     let db = Db::new().await;
     let id = default_backoff::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["default_backoff"]);
-    crate::support::wait_until("the first attempt to fail", || {
-        let pool = db.pool.clone();
-        async move {
-            let failed: i64 = sqlx::query_scalar(
-                "SELECT jsonb_array_length(errors)::bigint FROM jobs_queue WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_one(&pool)
+    crate::support::wait_until("the first attempt to fail", || async {
+        db.job_value::<i64>(id, "jsonb_array_length(errors)::bigint")
             .await
-            .unwrap();
-            failed == 1
-        }
+            == 1
     })
     .await;
     worker.shutdown().await.expect("the worker stops");
     // run_at - time of failure must lie in the window of attempt 1: [15 s, 30 s].
-    let delay: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM run_at - (errors->0->>'at')::timestamptz)::float8 FROM jobs_queue WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let delay: f64 = db
+        .job_value(
+            id,
+            "extract(epoch FROM run_at - (errors->0->>'at')::timestamptz)::float8",
+        )
+        .await;
     let (shortest, longest) = RetryPolicy::default().backoff_window(1);
     assert!(
         delay >= shortest.as_secs_f64() - 0.01 && delay <= longest.as_secs_f64() + 0.01,
@@ -157,19 +166,7 @@ async fn a_run_past_its_timeout_is_abandoned_as_a_transient_failure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecodable_payload_goes_dead_naming_the_kind_and_the_decode_error() {
     let db = Db::new().await;
-    let job = NewJob {
-        kind: "record_run",
-        queue: "default".into(),
-        payload: serde_json::json!({ "lable": "typo" }),
-        priority: 0,
-        max_attempts: 8,
-        run_at: RunAt::Now,
-        dedupe_key: None,
-        dedupe_scope: DedupeScope::Retained,
-    };
-    let mut conn = db.pool.acquire().await.unwrap();
-    let id = jobs::enqueue_job(&mut conn, &job).await.unwrap().id();
-    drop(conn);
+    let id = enqueue_untyped(&db, "record_run", serde_json::json!({ "lable": "typo" }), 0).await;
     let job = db.run_until(&["record_run"], id, "dead").await;
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors[0].kind, "undecodable");
@@ -182,19 +179,7 @@ async fn an_undecodable_payload_goes_dead_naming_the_kind_and_the_decode_error()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_leaves_unknown_kinds_alone() {
     let db = Db::new().await;
-    let unknown = NewJob {
-        kind: "from_a_newer_release",
-        queue: "default".into(),
-        payload: serde_json::json!({}),
-        priority: 100,
-        max_attempts: 8,
-        run_at: RunAt::Now,
-        dedupe_key: None,
-        dedupe_scope: DedupeScope::Retained,
-    };
-    let mut conn = db.pool.acquire().await.unwrap();
-    let unknown = jobs::enqueue_job(&mut conn, &unknown).await.unwrap().id();
-    drop(conn);
+    let unknown = enqueue_untyped(&db, "from_a_newer_release", serde_json::json!({}), 100).await;
     let known = enqueue_record_run(&db, "known").await;
     db.run_until(&["record_run"], known, "done").await;
     let job = db.job(unknown).await;

@@ -123,16 +123,10 @@ async fn a_kind_with_its_own_lease_is_claimed_for_that_long() {
     .unwrap();
     assert_eq!(claimed.len(), 2);
     let lease_of = |id: i64| {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, f64>(
-                "SELECT extract(epoch FROM lease_expires_at - attempted_at)::float8 FROM jobs_queue WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-        }
+        db.job_value::<f64>(
+            id,
+            "extract(epoch FROM lease_expires_at - attempted_at)::float8",
+        )
     };
     assert!((lease_of(short).await - 1.0).abs() < 0.01);
     assert!((lease_of(normal).await - 30.0).abs() < 0.01);

@@ -12,7 +12,7 @@ use jobs::{
 };
 use sqlx::PgPool;
 
-use crate::support::{fast_config, wait_until, Db};
+use crate::support::{fast_config, refusal, wait_until, Db};
 
 /// Records its run.
 #[job(max_attempts = 1)]
@@ -303,10 +303,7 @@ async fn a_worker_refuses_schedules_it_cannot_run() {
         for schedule in schedules {
             builder = builder.schedule(schedule);
         }
-        builder
-            .build()
-            .err()
-            .expect("the worker must refuse to start")
+        refusal(builder)
     };
     let unknown = build(vec![every_second("bad_input", MissedTicks::Latest)]);
     assert!(

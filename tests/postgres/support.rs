@@ -4,8 +4,8 @@
 use std::ops::Deref;
 use std::time::Duration;
 
-use jobs::{JobId, Worker, WorkerConfig, WorkerHandle};
-use sqlx::PgPool;
+use jobs::{JobId, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};
+use sqlx::{PgPool, Postgres};
 
 /// The test kit's fresh, migrated database, with a `runs` table where test jobs record each run.
 pub struct Db(jobs_testkit::Db);
@@ -50,12 +50,7 @@ impl Db {
     /// Waits until job `id` is in `state`, or panics after 20 s; returns its row then.
     pub async fn wait_for_state(&self, id: JobId, state: &str) -> JobRow {
         wait_until(&format!("job {id} to be {state}"), || async {
-            let current: String = sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-                .bind(id)
-                .fetch_one(&self.pool)
-                .await
-                .expect("state");
-            current == state
+            self.job_value::<String>(id, "state").await == state
         })
         .await;
         self.job(id).await
@@ -122,13 +117,22 @@ impl Db {
 
     /// When job `id`'s lease expires, in seconds since the epoch (`None` without a lease).
     pub async fn lease_expiry(&self, id: JobId) -> Option<f64> {
-        sqlx::query_scalar(
-            "SELECT extract(epoch FROM lease_expires_at)::float8 FROM jobs_queue WHERE id = $1",
-        )
+        self.job_value(id, "extract(epoch FROM lease_expires_at)::float8")
+            .await
+    }
+
+    /// The value of the SQL `expression` over job `id`'s row.
+    pub async fn job_value<T>(&self, id: JobId, expression: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send + Unpin,
+    {
+        sqlx::query_scalar(&format!(
+            "SELECT {expression} FROM jobs_queue WHERE id = $1"
+        ))
         .bind(id)
         .fetch_one(&self.pool)
         .await
-        .unwrap()
+        .unwrap_or_else(|error| panic!("{expression} of job {id}: {error}"))
     }
 
     /// Waits until the database's clock is past `epoch_secs` (seconds since the epoch) by
@@ -180,6 +184,14 @@ pub fn start_worker(pool: &PgPool, kinds: &[&str], config: WorkerConfig) -> Work
         .build()
         .expect("worker builds")
         .start()
+}
+
+/// The error `builder`'s worker refuses to start with; panics if it builds.
+pub fn refusal(builder: WorkerBuilder) -> WorkerError {
+    builder
+        .build()
+        .err()
+        .expect("the worker must refuse to start")
 }
 
 pub use jobs_testkit::wait_until;

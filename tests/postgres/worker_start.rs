@@ -4,16 +4,12 @@ use jobs::{Worker, WorkerError};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::logs::logged_about;
-use crate::support::Db;
+use crate::support::{refusal, Db};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_state_type_fails_at_start_naming_the_job_and_the_type() {
     let db = Db::new().await;
-    let error = Worker::builder(db.pool.clone())
-        .kinds(["needs_mailer"])
-        .build()
-        .err()
-        .expect("the worker must refuse to start");
+    let error = refusal(Worker::builder(db.pool.clone()).kinds(["needs_mailer"]));
     let message = error.to_string();
     assert!(matches!(error, WorkerError::Registry(_)), "{message}");
     assert!(message.contains("needs_mailer"), "{message}");
@@ -28,11 +24,7 @@ async fn a_missing_state_type_fails_at_start_naming_the_job_and_the_type() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_kind_name_fails_at_start() {
     let db = Db::new().await;
-    let error = Worker::builder(db.pool.clone())
-        .kinds(["no_such_job"])
-        .build()
-        .err()
-        .expect("the worker must refuse to start");
+    let error = refusal(Worker::builder(db.pool.clone()).kinds(["no_such_job"]));
     assert!(error.to_string().contains("no_such_job"), "{error}");
 }
 
@@ -62,12 +54,11 @@ async fn a_kind_whose_heartbeat_is_not_shorter_than_its_lease_fails_at_start() {
         .unwrap();
     let mut slow_heartbeat = registration;
     slow_heartbeat.options.heartbeat = Some(std::time::Duration::from_secs(45));
-    let error = Worker::builder(db.pool.clone())
-        .registrations([slow_heartbeat])
-        .state(db.pool.clone())
-        .build()
-        .err()
-        .expect("the worker must refuse to start");
+    let error = refusal(
+        Worker::builder(db.pool.clone())
+            .registrations([slow_heartbeat])
+            .state(db.pool.clone()),
+    );
     assert!(
         matches!(
             error,
