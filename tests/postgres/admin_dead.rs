@@ -308,11 +308,9 @@ async fn discard_deletes_only_the_dead_jobs_that_match() {
     let again = admin::discard(&db.pool, &filter).await.unwrap();
     assert!(again.discarded.is_empty());
 
-    let left: Vec<i64> =
-        sqlx::query_scalar("SELECT id FROM jobs_queue WHERE state = 'dead' ORDER BY id")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let left: Vec<i64> = db
+        .column("SELECT id FROM jobs_queue WHERE state = 'dead' ORDER BY id")
+        .await;
     assert_eq!(left, [recent[0], other_kind[0]]);
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 4);
 }

@@ -51,10 +51,8 @@ async fn note(pool: &PgPool, ctx: &JobContext, what: &str) -> Result<(), sqlx::E
 }
 
 async fn notes(db: &Db) -> Vec<String> {
-    sqlx::query_scalar("SELECT what FROM notes ORDER BY job_id, attempt")
-        .fetch_all(&db.pool)
+    db.column("SELECT what FROM notes ORDER BY job_id, attempt")
         .await
-        .unwrap()
 }
 
 /// Inserts a receipt and completes in the same transaction.
@@ -460,10 +458,9 @@ async fn an_expired_key_counts_as_new_and_retention_deletes_it() {
     let retention = jobs::admin::Retention::new(db.pool.clone(), Default::default()).unwrap();
     let report = retention.run_once().await.unwrap();
     assert_eq!(report.processed_keys, 1);
-    let left: Vec<String> = sqlx::query_scalar("SELECT key FROM jobs_processed_keys ORDER BY key")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let left: Vec<String> = db
+        .column("SELECT key FROM jobs_processed_keys ORDER BY key")
+        .await;
     assert_eq!(left, ["hour", "kept"]);
 }
 

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::{job, JobContext, JobResult, LeaseError, State, WorkerConfig};
+use jobs::{job, JobContext, JobResult, LeaseError, State};
 use sqlx::PgPool;
 
-use crate::support::{fast_config, start_worker, Db};
+use crate::support::{fast_config, leased_config, start_worker, Db};
 
 async fn lease_expiry(pool: &PgPool, id: i64) -> Result<f64, sqlx::Error> {
     sqlx::query_scalar(
@@ -67,10 +67,7 @@ async fn create_notes(db: &Db) {
 }
 
 async fn notes(db: &Db) -> Vec<String> {
-    sqlx::query_scalar("SELECT what FROM notes ORDER BY at")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap()
+    db.column("SELECT what FROM notes ORDER BY at").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,11 +75,7 @@ async fn a_job_renews_its_own_lease_and_hears_when_it_is_lost() {
     let db = Db::new().await;
     create_notes(&db).await;
     let id = renews_then_waits::enqueue(&db.pool).await.unwrap().id();
-    let config = WorkerConfig {
-        lease: Duration::from_secs(5),
-        heartbeat_interval: Duration::from_secs(1),
-        ..fast_config()
-    };
+    let config = leased_config(Duration::from_secs(5), Duration::from_secs(1));
     let worker = start_worker(&db.pool, &["renews_then_waits"], config);
     db.wait_for_count(
         "the job to renew its lease",

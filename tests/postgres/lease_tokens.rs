@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use jobs::{job, JobContext, JobError, JobResult, State, WorkerConfig};
+use jobs::{job, JobContext, JobError, JobResult, State};
 use sqlx::PgPool;
 
-use crate::support::{fast_config, start_worker, Db};
+use crate::support::{leased_config, start_worker, Db};
 
 /// Records each run, waits until the test releases this attempt, then renews its own lease
 /// (failing when the worker no longer holds it for this run) and completes.
@@ -68,11 +68,7 @@ async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
         .await
         .unwrap()
         .id();
-    let config = WorkerConfig {
-        lease: Duration::from_secs(1),
-        heartbeat_interval: Duration::from_millis(150),
-        ..fast_config()
-    };
+    let config = leased_config(Duration::from_secs(1), Duration::from_millis(150));
     let worker = start_worker(&db.pool, &["waits_for_attempt_release"], config);
     wait_for_run(&db, id, 1).await;
 

@@ -330,10 +330,7 @@ async fn retention_deletes_published_rows_past_their_age_only() {
     let retention = Retention::new(db.pool.clone(), RetentionConfig::default()).unwrap();
     let report = retention.run_once().await.unwrap();
     assert_eq!(report.outbox, 1);
-    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM jobs_outbox ORDER BY id")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let left: Vec<i64> = db.column("SELECT id FROM jobs_outbox ORDER BY id").await;
     assert_eq!(left, ids[1..], "recent, parked and pending rows are kept");
 }
 

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use jobs::WorkerConfig;
-
-use crate::support::{fast_config, start_worker, Db};
+use crate::support::{fast_config, leased_config, start_worker, Db};
 use crate::test_jobs::{enqueue_record_run, waits_for_release};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -12,11 +10,7 @@ async fn heartbeats_keep_the_lease_of_a_job_that_outlasts_it() {
     let db = Db::new().await;
     db.create_releases().await;
     let id = waits_for_release::enqueue(&db.pool).await.unwrap().id();
-    let config = WorkerConfig {
-        lease: Duration::from_millis(600),
-        heartbeat_interval: Duration::from_millis(150),
-        ..fast_config()
-    };
+    let config = leased_config(Duration::from_millis(600), Duration::from_millis(150));
     let worker = start_worker(&db.pool, &["waits_for_release"], config);
     db.wait_for_state(id, "running").await;
     let first_expiry = db.lease_expiry(id).await.unwrap();

@@ -169,11 +169,9 @@ async fn a_runtime_role_with_dml_only_migrates_nothing_and_runs_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_applied_migration_edited_since_is_reported() {
     let db = Db::new().await;
-    let checksums: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT checksum FROM jobs_migrations ORDER BY version")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let checksums: Vec<Option<String>> = db
+        .column("SELECT checksum FROM jobs_migrations ORDER BY version")
+        .await;
     let embedded: Vec<Option<String>> = jobs::postgres::migrate::MIGRATIONS
         .iter()
         .map(|migration| Some(migration.checksum()))

@@ -1,21 +1,15 @@
 //! Shared test support: a migrated database per test, workers with fast settings, polling with
 //! a deadline, and typed views of job rows.
 
-use std::ops::Deref;
 use std::time::Duration;
 
 use jobs::{JobId, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};
 use sqlx::{PgPool, Postgres};
 
-/// The test kit's fresh, migrated database, with a `runs` table where test jobs record each run.
-pub struct Db(jobs_testkit::Db);
-
-impl Deref for Db {
-    type Target = jobs_testkit::Db;
-
-    fn deref(&self) -> &jobs_testkit::Db {
-        &self.0
-    }
+jobs_testkit::suite_db! {
+    /// The test kit's fresh, migrated database, with a `runs` table where test jobs record each
+    /// run.
+    Db
 }
 
 impl Db {
@@ -26,7 +20,7 @@ impl Db {
             "CREATE TABLE runs (job_id bigint NOT NULL, attempt integer NOT NULL, ran_at timestamptz NOT NULL DEFAULT clock_timestamp())",
         )
         .await;
-        Self(db)
+        db.into()
     }
 
     /// Starts a worker for `kinds` with fast polling and rescue, and the pool as state.
@@ -172,6 +166,15 @@ pub fn fast_config() -> WorkerConfig {
         poll_interval: Duration::from_millis(50),
         rescue_interval: Duration::from_millis(200),
         ..WorkerConfig::default()
+    }
+}
+
+/// [`fast_config`] with leases of `lease`, heartbeated every `heartbeat`.
+pub fn leased_config(lease: Duration, heartbeat: Duration) -> WorkerConfig {
+    WorkerConfig {
+        lease,
+        heartbeat_interval: heartbeat,
+        ..fast_config()
     }
 }
 

@@ -126,20 +126,25 @@ async fn a_queue_no_kind_of_the_worker_uses_fails_at_start_naming_the_known_ones
     assert_eq!(worker.queues().get("defualt"), Some(&1));
 }
 
+/// Builds a `default_backoff` worker running up to `running` jobs, on a lazy pool of at most
+/// `connections` to the test's database.
+fn build_on_a_pool_of(db: &Db, connections: u32, running: usize) -> Result<Worker, WorkerError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(connections)
+        .connect_lazy(db.url())
+        .expect("a lazy pool");
+    Worker::builder(pool)
+        .kinds(["default_backoff"])
+        .queue("default", running)
+        .build()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_numbers() {
     crate::logs::logs();
     let db = Db::new().await;
     // 37 running jobs + 1 producer + listener, heartbeat, rescuer, completer, retention, gauges.
-    let small = PgPoolOptions::new()
-        .max_connections(3)
-        .connect_lazy(db.url())
-        .expect("a lazy pool");
-    Worker::builder(small)
-        .kinds(["default_backoff"])
-        .queue("default", 37)
-        .build()
-        .expect("a small pool is a warning, not an error");
+    build_on_a_pool_of(&db, 3, 37).expect("a small pool is a warning, not an error");
     let needle = "at most 3 connections, but this worker can use 44 at once";
     let warned = logged_about(needle);
     assert_eq!(warned.len(), 1, "warned once: {warned:?}");
@@ -152,15 +157,7 @@ async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_nu
     }
 
     // A pool large enough says nothing.
-    let large = PgPoolOptions::new()
-        .max_connections(45)
-        .connect_lazy(db.url())
-        .expect("a lazy pool");
-    Worker::builder(large)
-        .kinds(["default_backoff"])
-        .queue("default", 38)
-        .build()
-        .expect("worker builds");
+    build_on_a_pool_of(&db, 45, 38).expect("worker builds");
     assert_eq!(
         logged_about("this worker can use 45 at once"),
         Vec::<String>::new()

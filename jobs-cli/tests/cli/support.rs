@@ -1,6 +1,5 @@
 //! Running the built `jobs` binary against a fresh database.
 
-use std::ops::Deref;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -9,27 +8,21 @@ use jobs_testkit::{JobRow, RowState};
 /// The binary under test.
 const JOBS: &str = env!("CARGO_BIN_EXE_jobs");
 
-/// The test kit's fresh database (dropped at the end of the test), with the binary to run
-/// against it.
-pub struct Db(jobs_testkit::Db);
-
-impl Deref for Db {
-    type Target = jobs_testkit::Db;
-
-    fn deref(&self) -> &jobs_testkit::Db {
-        &self.0
-    }
+jobs_testkit::suite_db! {
+    /// The test kit's fresh database (dropped at the end of the test), with the binary to run
+    /// against it.
+    Db
 }
 
 impl Db {
     /// A database with the jobs schema.
     pub async fn migrated() -> Self {
-        Self(jobs_testkit::Db::migrated().await)
+        jobs_testkit::Db::migrated().await.into()
     }
 
     /// A database without the jobs schema.
     pub async fn empty() -> Self {
-        Self(jobs_testkit::Db::empty().await)
+        jobs_testkit::Db::empty().await.into()
     }
 
     /// Runs `jobs ARGS` with `DATABASE_URL` naming this database.

@@ -2,7 +2,7 @@
 //! test, with the one-line reads and writes tests make on it.
 
 use jobs_postgres::testing::TestDatabase;
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres};
 
 use crate::job_row::JobRow;
 use crate::wait::wait_until;
@@ -67,6 +67,17 @@ impl Db {
             .unwrap_or_else(|error| panic!("{query}: {error}"))
     }
 
+    /// Runs one query returning one column; returns its values in order.
+    pub async fn column<T>(&self, query: &str) -> Vec<T>
+    where
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send + Unpin,
+    {
+        sqlx::query_scalar(query)
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_else(|error| panic!("{query}: {error}"))
+    }
+
     /// Polls `query` (returning a number) until it returns `expected`; panics after the
     /// default wait naming `what` it waited for.
     pub async fn wait_for_count(&self, what: &str, query: &str, expected: i64) {
@@ -92,4 +103,29 @@ impl Db {
         }
         ids.try_into().expect("one set of ids per set of rows")
     }
+}
+
+/// Declares `pub struct $name(jobs_testkit::Db)`: a suite's own database type, which derefs to
+/// [`Db`] and is made from one, so that the suite gives it methods of its own (its tables, its
+/// runner) beside the kit's.
+#[macro_export]
+macro_rules! suite_db {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        pub struct $name($crate::Db);
+
+        impl ::std::ops::Deref for $name {
+            type Target = $crate::Db;
+
+            fn deref(&self) -> &$crate::Db {
+                &self.0
+            }
+        }
+
+        impl ::std::convert::From<$crate::Db> for $name {
+            fn from(db: $crate::Db) -> Self {
+                Self(db)
+            }
+        }
+    };
 }
