@@ -28,10 +28,8 @@ async fn fill(db: &Db) -> i64 {
 }
 
 async fn states(db: &Db) -> Vec<(String, i64)> {
-    sqlx::query_as("SELECT state, count(*) FROM jobs_queue GROUP BY state ORDER BY state")
-        .fetch_all(&db.pool)
+    db.rows("SELECT state, count(*) FROM jobs_queue GROUP BY state ORDER BY state")
         .await
-        .unwrap()
 }
 
 fn kept() -> Vec<(String, i64)> {

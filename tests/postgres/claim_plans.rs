@@ -71,74 +71,94 @@ async fn check(db: &Db, name: &str, explain: QueryScalar<'_, Postgres, Value, Pg
     root["Actual Rows"].as_i64().unwrap()
 }
 
-/// The place (`run_at`, id) of the eleventh due `record_run` job: where a claim resumes.
-async fn eleventh_own_job(db: &Db) -> (DateTime<Utc>, i64) {
-    sqlx::query_as(
+/// [`check`]s `statement` (printed as `name`), a claim from the front of up to 16 jobs of
+/// `kinds`; returns the rows it took.
+async fn check_claim_from_the_front(
+    db: &Db,
+    name: &str,
+    statement: &str,
+    kinds: &[&'static str],
+) -> i64 {
+    let explain = explain_analyze(statement);
+    check(db, name, claim_of_16(&explain, kinds)).await
+}
+
+/// [`check`]s `statement` (printed as `name`), a claim of up to 16 jobs of `kinds` from the
+/// last place, resuming after the eleventh due `record_run` job; returns the rows it took.
+async fn check_claim_from_the_last_place(
+    db: &Db,
+    name: &str,
+    statement: &str,
+    kinds: &[&'static str],
+) -> i64 {
+    let (run_at, id): (DateTime<Utc>, i64) = sqlx::query_as(
         "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
     )
     .fetch_one(&db.pool)
     .await
-    .unwrap()
+    .unwrap();
+    let explain = explain_analyze(statement);
+    let query = claim_of_16(&explain, kinds)
+        .bind(0_i16)
+        .bind(run_at)
+        .bind(id);
+    check(db, name, query).await
 }
 
-/// `explain`, the text of a claim of a kind limited in its running jobs, bound as a worker
-/// claims up to 16 `record_run` jobs from queues `default` and `other`, 100 of them allowed to
-/// run, with 30 s leases.
-fn limited_claim_of_16(explain: &str) -> QueryScalar<'_, Postgres, Value, PgArguments> {
-    sqlx::query_scalar(explain)
+/// [`check`]s the claim of a kind limited in its running jobs, as a worker claims up to 16
+/// `record_run` jobs from queues `default` and `other`, 100 of them allowed to run, with 30 s
+/// leases; returns the rows it took.
+async fn check_limited_claim(db: &Db) -> i64 {
+    let explain = explain_analyze(sql::CLAIM_LIMITED_JOBS);
+    let query = sqlx::query_scalar(&explain)
         .bind("record_run")
         .bind(vec!["default".to_string(), "other".to_string()])
         .bind(16_i64)
         .bind(100_i64)
-        .bind(30.0_f64)
+        .bind(30.0_f64);
+    check(db, "CLAIM_LIMITED_JOBS", query).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_the_front_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let statement = explain_analyze(sql::CLAIM_JOBS);
-    let query = claim_of_16(&statement, &["record_run", "bad_input"]);
-    assert_eq!(check(&db, "CLAIM_JOBS", query).await, 16);
+    let kinds = ["record_run", "bad_input"];
+    let taken = check_claim_from_the_front(&db, "CLAIM_JOBS", sql::CLAIM_JOBS, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_the_last_place_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let (run_at, id) = eleventh_own_job(&db).await;
-    let statement = explain_analyze(sql::CLAIM_JOBS_AFTER);
-    let query = claim_of_16(&statement, &["record_run", "bad_input"])
-        .bind(0_i16)
-        .bind(run_at)
-        .bind(id);
-    assert_eq!(check(&db, "CLAIM_JOBS_AFTER", query).await, 16);
+    let kinds = ["record_run", "bad_input"];
+    let statement = sql::CLAIM_JOBS_AFTER;
+    let taken = check_claim_from_the_last_place(&db, "CLAIM_JOBS_AFTER", statement, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_one_kind_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let statement = explain_analyze(sql::CLAIM_ONE_KIND);
-    let query = claim_of_16(&statement, &["record_run"]);
-    assert_eq!(check(&db, "CLAIM_ONE_KIND", query).await, 16);
+    let kinds = ["record_run"];
+    let statement = sql::CLAIM_ONE_KIND;
+    let taken = check_claim_from_the_front(&db, "CLAIM_ONE_KIND", statement, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_one_kind_from_the_last_place_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let (run_at, id) = eleventh_own_job(&db).await;
-    let statement = explain_analyze(sql::CLAIM_ONE_KIND_AFTER);
-    let query = claim_of_16(&statement, &["record_run"])
-        .bind(0_i16)
-        .bind(run_at)
-        .bind(id);
-    assert_eq!(check(&db, "CLAIM_ONE_KIND_AFTER", query).await, 16);
+    let kinds = ["record_run"];
+    let statement = sql::CLAIM_ONE_KIND_AFTER;
+    let name = "CLAIM_ONE_KIND_AFTER";
+    let taken = check_claim_from_the_last_place(&db, name, statement, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let statement = explain_analyze(sql::CLAIM_LIMITED_JOBS);
-    let query = limited_claim_of_16(&statement);
-    assert_eq!(check(&db, "CLAIM_LIMITED_JOBS", query).await, 16);
+    assert_eq!(check_limited_claim(&db).await, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,7 +172,5 @@ async fn a_limited_claim_reads_only_what_it_takes_of_its_own_backlog() {
     ))
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
-    let statement = explain_analyze(sql::CLAIM_LIMITED_JOBS);
-    let query = limited_claim_of_16(&statement);
-    assert_eq!(check(&db, "CLAIM_LIMITED_JOBS", query).await, 16);
+    assert_eq!(check_limited_claim(&db).await, 16);
 }

@@ -196,10 +196,7 @@ async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
     assert_eq!(job.errors.0.len(), 1);
     assert_eq!(job.errors.0[0].error, "the provider hung up");
     assert_eq!(notes(&db).await, ["ran", "ran"]);
-    let receipts: Vec<(i64, i64)> = sqlx::query_as("SELECT order_id, job_id FROM receipts")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let receipts: Vec<(i64, i64)> = db.rows("SELECT order_id, job_id FROM receipts").await;
     assert_eq!(receipts, [(7, id)], "only the second attempt's receipt");
 }
 

@@ -144,10 +144,7 @@ async fn an_event_exists_exactly_when_its_transaction_commits() {
     tx.commit().await.unwrap();
 
     let rows: Vec<(i64, String, serde_json::Value)> =
-        sqlx::query_as("SELECT id, topic, payload FROM jobs_outbox")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+        db.rows("SELECT id, topic, payload FROM jobs_outbox").await;
     assert_eq!(
         rows,
         [(

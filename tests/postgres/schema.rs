@@ -29,11 +29,9 @@ async fn migrations_are_safe_to_run_from_many_processes_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migration_history_is_kept_apart_from_the_applications() {
     let db = Db::new().await;
-    let history: Vec<(i32, String)> =
-        sqlx::query_as("SELECT version, name FROM jobs_migrations ORDER BY version")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let history: Vec<(i32, String)> = db
+        .rows("SELECT version, name FROM jobs_migrations ORDER BY version")
+        .await;
     assert_eq!(
         history,
         vec![

@@ -2,6 +2,7 @@
 //! test, with the one-line reads and writes tests make on it.
 
 use jobs_postgres::testing::TestDatabase;
+use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Postgres};
 
 use crate::job_row::JobRow;
@@ -73,6 +74,17 @@ impl Db {
         T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send + Unpin,
     {
         sqlx::query_scalar(query)
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_else(|error| panic!("{query}: {error}"))
+    }
+
+    /// Runs one query; returns its rows in order, each as a tuple (or any row type).
+    pub async fn rows<T>(&self, query: &str) -> Vec<T>
+    where
+        T: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+    {
+        sqlx::query_as(query)
             .fetch_all(&self.pool)
             .await
             .unwrap_or_else(|error| panic!("{query}: {error}"))
