@@ -60,23 +60,13 @@ impl Db {
             .unwrap_or_else(|error| panic!("{statement}: {error}"));
     }
 
-    /// Runs one query returning a number.
+    /// Runs one query returning a number (in its first row).
     pub async fn count(&self, query: &str) -> i64 {
-        sqlx::query_scalar(query)
-            .fetch_one(&self.pool)
-            .await
-            .unwrap_or_else(|error| panic!("{query}: {error}"))
-    }
-
-    /// Runs one query returning one column; returns its values in order.
-    pub async fn column<T>(&self, query: &str) -> Vec<T>
-    where
-        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send + Unpin,
-    {
-        sqlx::query_scalar(query)
-            .fetch_all(&self.pool)
-            .await
-            .unwrap_or_else(|error| panic!("{query}: {error}"))
+        let numbers: Vec<i64> = self.column(query).await;
+        numbers
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{query}: no row"))
     }
 
     /// Runs one query; returns its rows in order, each as a tuple (or any row type).
@@ -88,6 +78,15 @@ impl Db {
             .fetch_all(&self.pool)
             .await
             .unwrap_or_else(|error| panic!("{query}: {error}"))
+    }
+
+    /// Runs one query returning one column; returns its values in order.
+    pub async fn column<T>(&self, query: &str) -> Vec<T>
+    where
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send + Unpin,
+    {
+        let rows: Vec<(T,)> = self.rows(query).await;
+        rows.into_iter().map(|(value,)| value).collect()
     }
 
     /// Polls `query` (returning a number) until it returns `expected`; panics after the
