@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::postgres::{
-    is_processed, mark_processed, JobContextExt, ProcessedKey, ProcessedKeyError, TransactionError,
+    is_processed, mark_processed, JobContextExt, JobTransaction, ProcessedKey, ProcessedKeyError,
+    TransactionError,
 };
 use jobs::{job, JobContext, JobError, JobResult, State, Worker};
 use sqlx::PgPool;
@@ -16,7 +17,10 @@ use jobs::postgres::__private::sql;
 use crate::plans::{assert_no_seq_scan, explain_analyze, plan_nodes, plan_of, scans_of};
 use crate::support::{fast_config, Db};
 
-async fn create_tables(db: &Db) {
+/// A database with the tables the jobs here write: receipts, refunds, and notes that survive
+/// rollbacks.
+async fn db_with_tables() -> Db {
+    let db = Db::new().await;
     for statement in [
         "CREATE TABLE receipts (order_id bigint NOT NULL, job_id bigint NOT NULL)",
         "CREATE TABLE refunds (order_id bigint NOT NULL)",
@@ -24,19 +28,21 @@ async fn create_tables(db: &Db) {
     ] {
         db.execute(statement).await;
     }
+    db
 }
 
-async fn insert_receipt(
-    connection: &mut sqlx::PgConnection,
+/// Opens the job's transaction and inserts a receipt for `order_id` in it.
+async fn transaction_with_receipt(
     ctx: &JobContext,
     order_id: i64,
-) -> Result<(), sqlx::Error> {
+) -> Result<JobTransaction, JobError> {
+    let mut tx = ctx.transaction().await?;
     sqlx::query("INSERT INTO receipts (order_id, job_id) VALUES ($1, $2)")
         .bind(order_id)
         .bind(ctx.id())
-        .execute(connection)
-        .await
-        .map(drop)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
 }
 
 /// Notes `what` outside any job transaction, so the note survives rollbacks.
@@ -58,8 +64,7 @@ async fn notes(db: &Db) -> Vec<String> {
 /// Inserts a receipt and completes in the same transaction.
 #[job]
 pub async fn record_receipt(ctx: JobContext, order_id: i64) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     tx.complete().await?;
     Ok(())
 }
@@ -69,8 +74,7 @@ pub async fn record_receipt(ctx: JobContext, order_id: i64) -> JobResult {
 #[job(max_attempts = 3, backoff_base = "10ms", backoff_max = "10ms")]
 pub async fn receipt_fails_once(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobResult {
     note(&pool, &ctx, "ran").await?;
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     if ctx.attempt() == 1 {
         return Err(JobError::transient("the provider hung up"));
     }
@@ -93,8 +97,7 @@ pub async fn receipt_after_takeover(
     gate: State<Gate>,
     order_id: i64,
 ) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     gate.inserted.notify_one();
     gate.proceed.notified().await;
     let completed = tx.complete().await;
@@ -122,16 +125,15 @@ pub async fn refund(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobR
 /// Forgets to complete its transaction.
 #[job(max_attempts = 5)]
 pub async fn forgets_to_complete(ctx: JobContext, order_id: i64) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    // Held until the job returns, then dropped open.
+    let _tx = transaction_with_receipt(&ctx, order_id).await?;
     Ok(())
 }
 
 /// Rolls its transaction back on purpose and succeeds.
 #[job]
 pub async fn rolls_back_on_purpose(ctx: JobContext, order_id: i64) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     tx.rollback().await?;
     Ok(())
 }
@@ -165,8 +167,7 @@ pub async fn keyed_charge(ctx: JobContext, pool: State<PgPool>, order_id: i64) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_and_completion_commit_in_one_transaction() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let id = record_receipt::enqueue(&db.pool, 1042).await.unwrap().id();
     let job = db.run_until(&["record_receipt"], id, "done").await;
     assert_eq!(job.attempts, 1);
@@ -188,8 +189,7 @@ async fn effects_and_completion_commit_in_one_transaction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let id = receipt_fails_once::enqueue(&db.pool, 7).await.unwrap().id();
     let job = db.run_until(&["receipt_fails_once"], id, "done").await;
     assert_eq!(job.attempts, 2);
@@ -202,8 +202,7 @@ async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_lease_was_taken_over_cannot_commit() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let gate = Arc::new(Gate::default());
     let id = receipt_after_takeover::enqueue(&db.pool, 9)
         .await
@@ -243,8 +242,7 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_processed_key_makes_the_second_job_skip_its_effect() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let first = refund::enqueue(&db.pool, 5).await.unwrap().id();
     let second = refund::enqueue(&db.pool, 5).await.unwrap().id();
     let [_, _] = db
@@ -258,8 +256,7 @@ async fn a_processed_key_makes_the_second_job_skip_its_effect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let forgot = forgets_to_complete::enqueue(&db.pool, 1)
         .await
         .unwrap()
@@ -288,8 +285,7 @@ async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_idempotency_key_is_the_same_on_every_attempt() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let plain = charge::enqueue(&db.pool, 3).await.unwrap().id();
     let keyed = keyed_charge::enqueue(&db.pool, 3).await.unwrap().id();
     let [_, _] = db
@@ -380,8 +376,7 @@ async fn keys_of_any_length_are_recorded_and_told_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_the_database_cannot_store_is_refused_and_the_callers_work_survives() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let mut tx = db.pool.begin().await.unwrap();
     sqlx::query("INSERT INTO refunds (order_id) VALUES (7)")
         .execute(&mut *tx)
