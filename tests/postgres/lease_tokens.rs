@@ -121,9 +121,5 @@ async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
         "only the simulated rescue: {:?}",
         job.errors
     );
-    assert_eq!(
-        db.count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-            .await,
-        2
-    );
+    assert_eq!(db.runs_of(id).await, 2);
 }

@@ -34,10 +34,7 @@ async fn a_committed_job_runs_once_when_all_is_healthy() {
     let job = db.run_until(&["record_run"], id, "done").await;
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
-    let runs = db
-        .count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-        .await;
-    assert_eq!(runs, 1);
+    assert_eq!(db.runs_of(id).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,10 +98,7 @@ async fn exhausted_attempts_go_dead_with_every_error_kept() {
         assert_eq!(entry.error, "connection refused");
         assert!(!entry.at.is_empty());
     }
-    let runs = db
-        .count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-        .await;
-    assert_eq!(runs, 3);
+    assert_eq!(db.runs_of(id).await, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,11 +187,7 @@ async fn snooze_runs_again_later_without_using_an_attempt() {
     let job = db.run_until(&["snoozes_once"], id, "done").await;
     // max_attempts is 1: the snooze did not use it up.
     assert_eq!(job.attempts, 1);
-    assert_eq!(
-        db.count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-            .await,
-        2
-    );
+    assert_eq!(db.runs_of(id).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,6 +28,12 @@ impl Db {
         start_worker(&self.pool, kinds, fast_config())
     }
 
+    /// How many runs job `id` recorded in `runs`.
+    pub async fn runs_of(&self, id: JobId) -> i64 {
+        self.count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
+            .await
+    }
+
     /// Job `id`'s row as tests look at it.
     pub async fn job(&self, id: JobId) -> JobRow {
         sqlx::query_as(
