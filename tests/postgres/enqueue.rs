@@ -54,12 +54,8 @@ async fn builder_sets_delay_run_at_priority_and_queue() {
         .await
         .unwrap()
         .id();
-    let (queue, priority): (String, i16) =
-        sqlx::query_as("SELECT queue, priority FROM jobs_queue WHERE id = $1")
-            .bind(delayed)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let queue: String = db.job_value(delayed, "queue").await;
+    let priority: i16 = db.job_value(delayed, "priority").await;
     assert_eq!((queue.as_str(), priority), ("slow", 7));
     let delayed = db.job(delayed).await.ready_in_secs;
     assert!((590.0..=600.0).contains(&delayed), "{delayed}");

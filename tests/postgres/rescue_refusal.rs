@@ -5,15 +5,7 @@ use jobs::postgres::__private::sql;
 
 use crate::plans::{explain, plan_nodes, scans_of};
 use crate::support::Db;
-use crate::test_jobs::enqueue_record_run;
-
-/// A `record_run` job labelled `label`, abandoned by a worker that died after `attempts`
-/// attempts.
-async fn orphan(db: &Db, label: &str, attempts: i32) -> i64 {
-    let id = enqueue_record_run(db, label).await;
-    db.abandon(id, attempts).await;
-    id
-}
+use crate::test_jobs::orphaned_record_run;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_the_database_refuses_to_rescue_holds_back_no_other() {
@@ -26,15 +18,15 @@ async fn a_row_the_database_refuses_to_rescue_holds_back_no_other() {
     )
     .await;
     // Expired first, so that it is in the rescue's first batch.
-    let refused = orphan(&db, "audited", 8).await;
-    let ordinary = orphan(&db, "ordinary", 1).await;
+    let refused = orphaned_record_run(&db, "audited", 8).await;
+    let ordinary = orphaned_record_run(&db, "ordinary", 1).await;
     let worker = db.start_worker(&["record_run"]);
     let job = db.wait_for_state(ordinary, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "lease_expired");
     // Later sweeps still rescue, the refused row set aside.
-    let later = orphan(&db, "later", 1).await;
+    let later = orphaned_record_run(&db, "later", 1).await;
     let job = db.wait_for_state(later, "done").await;
     assert_eq!(job.attempts, 2);
     worker.shutdown().await.expect("the worker stops");
@@ -59,7 +51,7 @@ async fn rescue_statements_never_walk_finished_rows() {
     )
     .await;
     for n in 0..20 {
-        orphan(&db, &format!("orphan {n}"), 1).await;
+        orphaned_record_run(&db, &format!("orphan {n}"), 1).await;
     }
     db.execute("ANALYZE jobs_queue").await;
     let set_aside: Vec<i64> = vec![1, 2, 3];

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::support::{fast_config, leased_config, start_worker, Db};
-use crate::test_jobs::{enqueue_record_run, waits_for_release};
+use crate::test_jobs::{enqueue_record_run, orphaned_record_run, waits_for_release};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_keep_the_lease_of_a_job_that_outlasts_it() {
@@ -30,8 +30,7 @@ async fn heartbeats_keep_the_lease_of_a_job_that_outlasts_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_workers_job_is_rescued_and_run_again() {
     let db = Db::new().await;
-    let id = enqueue_record_run(&db, "orphan").await;
-    db.abandon(id, 1).await;
+    let id = orphaned_record_run(&db, "orphan", 1).await;
     let job = db.run_until(&["record_run"], id, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.len(), 1);
@@ -42,8 +41,7 @@ async fn a_crashed_workers_job_is_rescued_and_run_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_keeps_killing_its_worker_ends_dead() {
     let db = Db::new().await;
-    let id = enqueue_record_run(&db, "poison").await;
-    db.abandon(id, 8).await;
+    let id = orphaned_record_run(&db, "poison", 8).await;
     let job = db.run_until(&["record_run"], id, "dead").await;
     assert_eq!(job.errors[0].kind, "lease_expired");
     assert_eq!(db.count("SELECT count(*) FROM runs").await, 0);

@@ -26,6 +26,14 @@ pub async fn enqueue_record_run(db: &Db, label: &str) -> JobId {
         .id()
 }
 
+/// Enqueues a [`record_run`] job labelled `label` and makes it look claimed by a worker that
+/// died after `attempts` attempts (see [`Db::abandon`]); returns its id.
+pub async fn orphaned_record_run(db: &Db, label: &str, attempts: i32) -> JobId {
+    let id = enqueue_record_run(db, label).await;
+    db.abandon(id, attempts).await;
+    id
+}
+
 /// Records each run in `runs`.
 #[job]
 pub async fn record_run(ctx: JobContext, pool: State<PgPool>, label: String) -> JobResult {
