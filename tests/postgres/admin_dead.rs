@@ -7,9 +7,10 @@ use std::time::Duration;
 use jobs::admin::{self, DeadFilter, JobState};
 use sqlx::postgres::PgListener;
 
-use jobs_testkit::{days, hours, JobRow, RowState};
+use jobs_testkit::RowState::{Dead, Done};
+use jobs_testkit::{days, hours, JobRow};
 
-use crate::support::{fast_config, start_worker, Db};
+use crate::support::Db;
 use crate::test_jobs::bad_input;
 
 /// Two failed attempts, as a job's history holds them.
@@ -18,6 +19,17 @@ const HISTORY: &str = r#"[
     {"attempt": 2, "at": "2030-01-01T00:01:00+00:00", "kind": "permanent", "error": "no such user"}
 ]"#;
 
+/// Dead `kind` jobs in queue `default`.
+fn dead_jobs(kind: &str) -> JobRow {
+    JobRow::new(kind).state(Dead)
+}
+
+/// A `resize` job due in an hour, holding the active dedupe key `key`.
+fn active_holder(key: &str) -> JobRow {
+    JobRow::new("resize").due_in(hours(1)).dedupe(key, "active")
+}
+
+/// The ids of `jobs`.
 fn ids(jobs: &[admin::JobRef]) -> Vec<i64> {
     jobs.iter().map(|job| job.id).collect()
 }
@@ -25,14 +37,15 @@ fn ids(jobs: &[admin::JobRef]) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_job_is_listed_and_shown_with_its_whole_history() {
     let db = Db::new().await;
-    let dead = JobRow::new("send_email")
-        .queue("email")
-        .state(RowState::Dead)
-        .finished_ago(hours(2))
-        .errors_json(HISTORY)
-        .insert(&db.pool)
+    let [dead, _] = db
+        .insert_all([
+            dead_jobs("send_email")
+                .queue("email")
+                .finished_ago(hours(2))
+                .errors_json(HISTORY),
+            JobRow::new("resize"),
+        ])
         .await;
-    JobRow::new("resize").insert(&db.pool).await;
 
     let listed = admin::list_dead(&db.pool, &DeadFilter::all(), 0, 10)
         .await
@@ -75,12 +88,13 @@ async fn a_dead_job_is_listed_and_shown_with_its_whole_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_makes_dead_jobs_ready_keeps_their_history_and_wakes_the_queue() {
     let db = Db::new().await;
-    let dead = JobRow::new("resize")
-        .queue("email")
-        .state(RowState::Dead)
-        .count(2)
-        .errors_json(HISTORY)
-        .insert(&db.pool)
+    let dead = db
+        .insert_rows(
+            dead_jobs("resize")
+                .queue("email")
+                .count(2)
+                .errors_json(HISTORY),
+        )
         .await;
     let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
     listener.listen("jobs_queue").await.unwrap();
@@ -98,13 +112,9 @@ async fn replay_makes_dead_jobs_ready_keeps_their_history_and_wakes_the_queue() 
     assert_eq!((job.state.as_str(), job.attempts), ("ready", 0));
     assert_eq!(job.errors.len(), 2, "the history is kept");
     assert!(job.ready_in_secs <= 0.0, "due at once");
-    let finished: Option<f64> = sqlx::query_scalar(
-        "SELECT extract(epoch FROM finished_at)::float8 FROM jobs_queue WHERE id = $1",
-    )
-    .bind(dead[0])
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let finished: Option<f64> = db
+        .job_value(dead[0], "extract(epoch FROM finished_at)::float8")
+        .await;
     assert_eq!(finished, None);
 
     // Twice in a row: nothing left to do, nothing touched.
@@ -122,7 +132,7 @@ async fn a_replayed_job_runs_again_from_its_first_attempt() {
         .await
         .unwrap()
         .id();
-    let worker = start_worker(&db.pool, &["bad_input"], fast_config());
+    let worker = db.start_worker(&["bad_input"]);
     db.wait_for_state(id, "dead").await;
 
     let report = admin::replay(&db.pool, &DeadFilter::all().kind("bad_input"))
@@ -130,20 +140,14 @@ async fn a_replayed_job_runs_again_from_its_first_attempt() {
         .unwrap();
     assert_eq!(ids(&report.replayed), [id]);
     // It fails permanently again: dead once more, one attempt used, both errors kept.
-    crate::support::wait_until("the replayed job to fail again", || {
-        let pool = db.pool.clone();
-        async move {
-            let errors: i32 = sqlx::query_scalar(
-                "SELECT jsonb_array_length(errors) FROM jobs_queue WHERE id = $1 AND state = 'dead'",
-            )
-            .bind(id)
-            .fetch_optional(&pool)
-            .await
-            .unwrap()
-            .unwrap_or(0);
-            errors == 2
-        }
-    })
+    db.wait_for_count(
+        "the replayed job to fail again",
+        &format!(
+            "SELECT count(*) FROM jobs_queue
+             WHERE id = {id} AND state = 'dead' AND jsonb_array_length(errors) = 2"
+        ),
+        1,
+    )
     .await;
     worker.shutdown().await.expect("the worker stops");
     let job = db.job(id).await;
@@ -155,26 +159,13 @@ async fn a_replayed_job_runs_again_from_its_first_attempt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_selects_by_id_kind_queue_and_age() {
     let db = Db::new().await;
-    let email = JobRow::new("send_email")
-        .queue("email")
-        .state(RowState::Dead)
-        .count(2)
-        .insert(&db.pool)
-        .await;
-    let old = JobRow::new("resize")
-        .state(RowState::Dead)
-        .finished_ago(days(10))
-        .insert(&db.pool)
-        .await;
-    let recent = JobRow::new("resize")
-        .state(RowState::Dead)
-        .count(2)
-        .insert(&db.pool)
-        .await;
-    let other_queue = JobRow::new("resize")
-        .queue("bulk")
-        .state(RowState::Dead)
-        .insert(&db.pool)
+    let [email, old, recent, other_queue] = db
+        .insert_all([
+            dead_jobs("send_email").queue("email").count(2),
+            dead_jobs("resize").finished_ago(days(10)),
+            dead_jobs("resize").count(2),
+            dead_jobs("resize").queue("bulk"),
+        ])
         .await;
 
     let by_id = admin::replay(&db.pool, &DeadFilter::all().ids([email[1]]))
@@ -221,35 +212,18 @@ async fn replay_selects_by_id_kind_queue_and_age() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_skips_a_job_whose_active_dedupe_key_another_job_holds() {
     let db = Db::new().await;
-    let held = JobRow::new("resize")
-        .state(RowState::Dead)
-        .dedupe("sync:1", "active")
-        .insert(&db.pool)
+    // Two dead jobs with the same key (twins): the first comes back, the second would collide
+    // with it. A retained key is held by the dead row itself: replaying it breaks nothing.
+    let [held, holder, first_twin, second_twin, retained] = db
+        .insert_all([
+            dead_jobs("resize").dedupe("sync:1", "active"),
+            active_holder("sync:1"),
+            dead_jobs("resize").dedupe("sync:2", "active"),
+            dead_jobs("resize").dedupe("sync:2", "active"),
+            dead_jobs("resize").dedupe("receipt:1", "retained"),
+        ])
         .await;
-    let holder = JobRow::new("resize")
-        .due_in(hours(1))
-        .dedupe("sync:1", "active")
-        .insert(&db.pool)
-        .await;
-    // Two dead jobs with the same key: the first comes back, the second would collide with it.
-    let twins = [
-        JobRow::new("resize")
-            .state(RowState::Dead)
-            .dedupe("sync:2", "active")
-            .insert(&db.pool)
-            .await[0],
-        JobRow::new("resize")
-            .state(RowState::Dead)
-            .dedupe("sync:2", "active")
-            .insert(&db.pool)
-            .await[0],
-    ];
-    // A retained key is held by the dead row itself: replaying it breaks nothing.
-    let retained = JobRow::new("resize")
-        .state(RowState::Dead)
-        .dedupe("receipt:1", "retained")
-        .insert(&db.pool)
-        .await;
+    let twins = [first_twin[0], second_twin[0]];
 
     let report = admin::replay(&db.pool, &DeadFilter::all()).await.unwrap();
     assert_eq!(ids(&report.replayed), [twins[0], retained[0]]);
@@ -272,27 +246,16 @@ async fn replay_skips_a_job_whose_active_dedupe_key_another_job_holds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn previews_foretell_replay_and_discard_and_change_nothing() {
     let db = Db::new().await;
-    let holder = JobRow::new("resize")
-        .due_in(hours(1))
-        .dedupe("sync:1", "active")
-        .insert(&db.pool)
-        .await;
+    let holder = db.insert_rows(active_holder("sync:1")).await;
     for (key, scope) in [
         ("sync:1", "active"),
         ("sync:2", "active"),
         ("sync:2", "active"),
         ("receipt:1", "retained"),
     ] {
-        JobRow::new("resize")
-            .state(RowState::Dead)
-            .dedupe(key, scope)
-            .insert(&db.pool)
-            .await;
+        db.insert_rows(dead_jobs("resize").dedupe(key, scope)).await;
     }
-    JobRow::new("other")
-        .state(RowState::Dead)
-        .insert(&db.pool)
-        .await;
+    db.insert_rows(dead_jobs("other")).await;
     let filter = DeadFilter::all().kind("resize");
 
     let discard = admin::preview_discard(&db.pool, &filter).await.unwrap();
@@ -327,27 +290,15 @@ async fn previews_foretell_replay_and_discard_and_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_deletes_only_the_dead_jobs_that_match() {
     let db = Db::new().await;
-    let old = JobRow::new("resize")
-        .state(RowState::Dead)
-        .count(2)
-        .finished_ago(days(10))
-        .insert(&db.pool)
+    let [old, recent, other_kind, _, _] = db
+        .insert_all([
+            dead_jobs("resize").count(2).finished_ago(days(10)),
+            dead_jobs("resize"),
+            dead_jobs("send_email").finished_ago(days(10)),
+            JobRow::new("resize").state(Done).finished_ago(days(10)),
+            JobRow::new("resize"),
+        ])
         .await;
-    let recent = JobRow::new("resize")
-        .state(RowState::Dead)
-        .insert(&db.pool)
-        .await;
-    let other_kind = JobRow::new("send_email")
-        .state(RowState::Dead)
-        .finished_ago(days(10))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Done)
-        .finished_ago(days(10))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize").insert(&db.pool).await;
 
     let filter = DeadFilter::all()
         .kind("resize")
@@ -357,11 +308,9 @@ async fn discard_deletes_only_the_dead_jobs_that_match() {
     let again = admin::discard(&db.pool, &filter).await.unwrap();
     assert!(again.discarded.is_empty());
 
-    let left: Vec<i64> =
-        sqlx::query_scalar("SELECT id FROM jobs_queue WHERE state = 'dead' ORDER BY id")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let left: Vec<i64> = db
+        .column("SELECT id FROM jobs_queue WHERE state = 'dead' ORDER BY id")
+        .await;
     assert_eq!(left, [recent[0], other_kind[0]]);
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 4);
 }

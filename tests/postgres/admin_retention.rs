@@ -7,49 +7,29 @@ use jobs::admin::{Retention, RetentionConfig};
 use jobs::postgres::__private::sql;
 use jobs::{Worker, WorkerConfig, WorkerError};
 
-use jobs_testkit::{days, JobRow, RowState};
+use jobs_testkit::RowState::{Cancelled, Dead, Done, Ready};
+use jobs_testkit::{days, JobRow};
 
 use crate::support::{fast_config, start_worker, wait_until, Db};
 
 /// Old done and cancelled rows to delete, and rows that must stay; returns the count to delete.
 async fn fill(db: &Db) -> i64 {
-    JobRow::new("resize")
-        .state(RowState::Done)
-        .count(2_450)
-        .finished_ago(days(8))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Cancelled)
-        .count(50)
-        .finished_ago(days(8))
-        .insert(&db.pool)
-        .await;
-    // Kept: dead whatever their age, finished recently, not finished.
-    JobRow::new("resize")
-        .state(RowState::Dead)
-        .count(3)
-        .finished_ago(days(8))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Done)
-        .count(5)
-        .finished_ago(days(6))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .due_for(days(8))
-        .insert(&db.pool)
-        .await;
+    let resize = |state| JobRow::new("resize").state(state);
+    db.insert_all([
+        resize(Done).count(2_450).finished_ago(days(8)),
+        resize(Cancelled).count(50).finished_ago(days(8)),
+        // Kept: dead whatever their age, finished recently, not finished.
+        resize(Dead).count(3).finished_ago(days(8)),
+        resize(Done).count(5).finished_ago(days(6)),
+        resize(Ready).due_for(days(8)),
+    ])
+    .await;
     2_500
 }
 
 async fn states(db: &Db) -> Vec<(String, i64)> {
-    sqlx::query_as("SELECT state, count(*) FROM jobs_queue GROUP BY state ORDER BY state")
-        .fetch_all(&db.pool)
+    db.rows("SELECT state, count(*) FROM jobs_queue GROUP BY state ORDER BY state")
         .await
-        .unwrap()
 }
 
 fn kept() -> Vec<(String, i64)> {

@@ -6,61 +6,40 @@ use std::time::{Duration, Instant};
 use jobs::admin::{self, Counts, RetainedCounts, EXACT_RETAINED_BOUND};
 use jobs::postgres::__private::sql;
 
-use jobs_testkit::{hours, minutes, JobRow, RowState};
+use jobs_testkit::RowState::{self, Cancelled, Dead, Done, Ready, Running};
+use jobs_testkit::{hours, minutes, JobRow};
 
-use crate::support::{plan_nodes, scans_of, Db};
+use crate::plans::{
+    assert_no_seq_scan, assert_reads_just, explain, explain_analyze, indexes_read, plan_nodes,
+    scans_of,
+};
+use crate::support::Db;
+
+/// `send_email` rows in queue `email`, in `state`.
+fn email(state: RowState) -> JobRow {
+    JobRow::new("send_email").queue("email").state(state)
+}
+
+/// `resize` rows in queue `default`, in `state`.
+fn resize(state: RowState) -> JobRow {
+    JobRow::new("resize").state(state)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_states_are_counted_exactly_per_queue_and_kind() {
     let db = Db::new().await;
-    JobRow::new("send_email")
-        .queue("email")
-        .count(3)
-        .due_for(minutes(10))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("send_email")
-        .queue("email")
-        .count(2)
-        .due_in(hours(1))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("send_email")
-        .queue("email")
-        .state(RowState::Running)
-        .count(4)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("send_email")
-        .queue("email")
-        .state(RowState::Running)
-        .lease_expired_for(minutes(2))
-        .insert(&db.pool)
-        .await;
-    JobRow::new("send_email")
-        .queue("email")
-        .state(RowState::Dead)
-        .count(2)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Dead)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Done)
-        .count(40)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Cancelled)
-        .count(5)
-        .insert(&db.pool)
-        .await;
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.insert_all([
+        email(Ready).count(3).due_for(minutes(10)),
+        email(Ready).count(2).due_in(hours(1)),
+        email(Running).count(4),
+        email(Running).lease_expired_for(minutes(2)),
+        email(Dead).count(2),
+        resize(Dead),
+        resize(Done).count(40),
+        resize(Cancelled).count(5),
+    ])
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
 
     let stats = admin::stats(&db.pool).await.unwrap();
     let summary: Vec<(&str, &str)> = stats
@@ -106,10 +85,8 @@ async fn live_states_are_counted_exactly_per_queue_and_kind() {
 
 /// Keeps autovacuum from analyzing the table while a test looks at it unanalyzed.
 async fn without_autovacuum(db: &Db) {
-    sqlx::query("ALTER TABLE jobs_queue SET (autovacuum_enabled = false)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("ALTER TABLE jobs_queue SET (autovacuum_enabled = false)")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,18 +98,12 @@ async fn a_new_table_counts_its_finished_jobs_before_any_analyze() {
     assert_eq!(stats.total(), Counts::default());
 
     // Right after a first run: every job done, the table never analyzed.
-    JobRow::new("resize")
-        .state(RowState::Done)
-        .count(3)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("send_email")
-        .queue("email")
-        .state(RowState::Cancelled)
-        .count(2)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize").insert(&db.pool).await;
+    db.insert_all([
+        resize(Done).count(3),
+        email(Cancelled).count(2),
+        resize(Ready),
+    ])
+    .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.retained, RetainedCounts::Counted);
     assert_eq!(stats.analyzed_ago, None, "never analyzed");
@@ -163,10 +134,7 @@ async fn a_new_table_counts_its_finished_jobs_before_any_analyze() {
 async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
     let db = Db::new().await;
     without_autovacuum(&db).await;
-    JobRow::new("resize")
-        .state(RowState::Done)
-        .count(EXACT_RETAINED_BOUND)
-        .insert(&db.pool)
+    db.insert_rows(resize(Done).count(EXACT_RETAINED_BOUND))
         .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(
@@ -176,10 +144,7 @@ async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
     );
     assert_eq!(stats.total().done, EXACT_RETAINED_BOUND.unsigned_abs());
 
-    JobRow::new("resize")
-        .state(RowState::Cancelled)
-        .insert(&db.pool)
-        .await;
+    db.insert_rows(resize(Cancelled)).await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.retained, RetainedCounts::Unknown);
     assert_eq!((stats.total().done, stats.total().cancelled), (0, 0));
@@ -195,10 +160,7 @@ async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
     );
 
     // Analyzed, the numbers are the planner's (the sample holds every row of so small a table).
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("ANALYZE jobs_queue").await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.retained, RetainedCounts::Estimated);
     assert_eq!(
@@ -210,73 +172,44 @@ async fn past_the_bound_and_before_any_analyze_the_finished_jobs_are_unknown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
          SELECT CASE WHEN n % 3 = 0 THEN 'send_email' ELSE 'resize' END,
                 CASE WHEN n % 3 = 0 THEN 'email' ELSE 'default' END,
                 '{}'::jsonb, 'done', 1, 8, now()
          FROM generate_series(1, 1000000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    JobRow::new("send_email")
-        .queue("email")
-        .count(20)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Running)
-        .count(4)
-        .insert(&db.pool)
-        .await;
-    JobRow::new("resize")
-        .state(RowState::Dead)
-        .count(3)
-        .insert(&db.pool)
-        .await;
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
+    .await;
+    db.insert_all([
+        email(Ready).count(20),
+        resize(Running).count(4),
+        resize(Dead).count(3),
+    ])
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
+
+    let plan: serde_json::Value = sqlx::query_scalar(&explain(sql::QUEUE_STATS))
+        .fetch_one(&db.pool)
         .await
         .unwrap();
-
-    let plan: serde_json::Value =
-        sqlx::query_scalar(&format!("EXPLAIN (FORMAT JSON) {}", sql::QUEUE_STATS))
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
     let nodes = plan_nodes(&plan);
     println!("stats plan on 1,000,000 done rows:\n{}", outline(&nodes));
-    let on_jobs: Vec<(String, String)> = scans_of(&nodes, "jobs_queue");
-    let indexes: Vec<&str> = nodes
-        .iter()
-        .filter_map(|node| node["Index Name"].as_str())
-        .filter(|index| index.starts_with("jobs_queue"))
-        .collect();
-    assert!(
-        on_jobs.iter().all(|(node, _)| node != "Seq Scan"),
-        "no sequential scan of the table: {on_jobs:?}"
-    );
-    for live in ["jobs_queue_ready", "jobs_queue_leases", "jobs_queue_dead"] {
-        assert!(indexes.contains(&live), "{live} not used: {indexes:?}");
-    }
-    assert!(
-        indexes.iter().all(
-            |index| ["jobs_queue_ready", "jobs_queue_leases", "jobs_queue_dead"].contains(index)
-        ),
-        "only the live states' partial indexes are read: {indexes:?}"
+    assert_no_seq_scan(&scans_of(&nodes, "jobs_queue"), "the stats query");
+    let mut indexes = indexes_read(&nodes);
+    indexes.retain(|index| index.starts_with("jobs_queue"));
+    // Only the live states' partial indexes are read.
+    assert_reads_just(
+        &indexes,
+        &["jobs_queue_ready", "jobs_queue_leases", "jobs_queue_dead"],
     );
 
     // The exact count of finished jobs, were it run on this table (never analyzed, say), stops
     // after the bound, read in the retention index's order.
-    let plan: serde_json::Value = sqlx::query_scalar(&format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
-        sql::RETAINED_COUNTS
-    ))
-    .bind(EXACT_RETAINED_BOUND + 1)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(&explain_analyze(sql::RETAINED_COUNTS))
+        .bind(EXACT_RETAINED_BOUND + 1)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     let nodes = plan_nodes(&plan);
     println!(
         "bounded count of finished jobs on 1,000,000 done rows ({} ms):\n{}",

@@ -50,28 +50,27 @@ async fn run_after_deploy(
         .start();
     let job = db.wait_for_state(id, "dead").await;
     worker.shutdown().await.expect("the worker stops");
-    let lasts: Vec<bool> =
-        sqlx::query_scalar("SELECT last FROM attempt_notes WHERE job_id = $1 ORDER BY attempt")
-            .bind(id)
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let lasts: Vec<bool> = db
+        .column(&format!(
+            "SELECT last FROM attempt_notes WHERE job_id = {id} ORDER BY attempt"
+        ))
+        .await;
     (job.attempts, lasts)
 }
 
-async fn create_notes(db: &Db) {
-    sqlx::query(
+/// A database with the `attempt_notes` table where the jobs here note each attempt.
+async fn db_with_attempt_notes() -> Db {
+    let db = Db::new().await;
+    db.execute(
         "CREATE TABLE attempt_notes (job_id bigint NOT NULL, attempt integer NOT NULL, last boolean NOT NULL)",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    .await;
+    db
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_raising_max_attempts_does_not_change_a_queued_jobs_count() {
-    let db = Db::new().await;
-    create_notes(&db).await;
+    let db = db_with_attempt_notes().await;
     let id = fails_with_two_attempts::enqueue(&db.pool)
         .await
         .unwrap()
@@ -84,8 +83,7 @@ async fn a_deploy_raising_max_attempts_does_not_change_a_queued_jobs_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_lowering_max_attempts_does_not_change_a_queued_jobs_count() {
-    let db = Db::new().await;
-    create_notes(&db).await;
+    let db = db_with_attempt_notes().await;
     let id = fails_with_five_attempts::enqueue(&db.pool)
         .await
         .unwrap()

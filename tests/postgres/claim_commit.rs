@@ -8,7 +8,7 @@ use jobs::postgres::__private::store;
 use sqlx::{Connection, PgConnection};
 
 use crate::support::Db;
-use crate::test_jobs::record_run;
+use crate::test_jobs::enqueue_record_run;
 
 const KINDS: [&str; 1] = ["record_run"];
 const LEASES: [Duration; 1] = [Duration::from_secs(30)];
@@ -23,16 +23,14 @@ async fn synchronous_commit(conn: &mut PgConnection) -> String {
 /// A fresh database holding one ready job to claim.
 async fn with_one_ready_job() -> Db {
     let db = Db::new().await;
-    record_run::enqueue(&db.pool, "claimed".into())
-        .await
-        .unwrap();
+    enqueue_record_run(&db, "claimed").await;
     db
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_relaxes_the_commit_of_its_own_transaction_only() {
     let db = with_one_ready_job().await;
-    let mut conn = PgConnection::connect(&db.url()).await.unwrap();
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
     let claimed = sqlx::query(sql::CLAIM_JOBS)
         .bind("default")
@@ -63,7 +61,7 @@ async fn a_pooled_connection_is_durable_again_after_a_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_waits_for_its_flush() {
     let db = with_one_ready_job().await;
-    let mut conn = PgConnection::connect(&db.url()).await.unwrap();
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
     sqlx::query(sql::LOCK_LIMITED_KIND)
         .bind("record_run")

@@ -3,11 +3,17 @@
 //! deploy, workers of different kinds on one queue), each claim statement reads a few index
 //! pages and filters no foreign row. Each test prints the plan it checks.
 
-use serde_json::Value;
-
+use chrono::{DateTime, Utc};
 use jobs::postgres::__private::sql;
+use serde_json::Value;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryScalar;
+use sqlx::Postgres;
 
-use crate::support::{plan_nodes, Db};
+use crate::plans::{
+    assert_no_seq_scan, claim_of_16, explain_analyze, plan_nodes, plan_of, scans_of,
+};
+use crate::support::Db;
 
 /// Foreign jobs among the worker's own, every 30 ms over the same 100 minutes, half of them at a
 /// higher priority (ranking ahead of all the worker's jobs), half at the same priority
@@ -22,53 +28,30 @@ const MAX_REMOVED: i64 = 100;
 /// minute.
 async fn backlog_of_another_kind() -> Db {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(&format!(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, priority, run_at)
-         SELECT 'foreign_kind', 'default', '{}', 8, CASE WHEN n % 2 = 0 THEN 5 ELSE 0 END,
+         SELECT 'foreign_kind', 'default', '{{}}', 8, CASE WHEN n % 2 = 0 THEN 5 ELSE 0 END,
                 now() - interval '2 hours' + n * interval '30 ms'
-         FROM generate_series(1, $1) AS n",
-    )
-    .bind(FOREIGN)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query(
+         FROM generate_series(1, {FOREIGN}) AS n"
+    ))
+    .await;
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
          SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8,
                 now() - interval '2 hours' + n * interval '1 minute'
          FROM generate_series(1, 100) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("VACUUM ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    .await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
     db
 }
 
-/// Runs `explain` (an `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` with its parameters bound) in a
-/// transaction rolled back afterwards, prints the plan, and checks it; returns the rows the
-/// claim took.
-async fn check(
-    db: &Db,
-    name: &str,
-    explain: sqlx::query::QueryScalar<'_, sqlx::Postgres, Value, sqlx::postgres::PgArguments>,
-) -> i64 {
-    let mut transaction = db.pool.begin().await.unwrap();
-    let plan: Value = explain.fetch_one(&mut *transaction).await.unwrap();
-    transaction.rollback().await.unwrap();
-    println!("{name}:\n{}", serde_json::to_string_pretty(&plan).unwrap());
+/// Runs `explain` (an [`explain_analyze`] of a claim, its parameters bound) and rolls it back,
+/// prints the plan, and checks it; returns the rows the claim took.
+async fn check(db: &Db, name: &str, explain: QueryScalar<'_, Postgres, Value, PgArguments>) -> i64 {
+    let plan = plan_of(db, name, explain).await;
     let nodes = plan_nodes(&plan);
-    let seq_scans: Vec<&Value> = nodes
-        .iter()
-        .filter(|node| node["Node Type"] == "Seq Scan" && node["Relation Name"] == "jobs_queue")
-        .collect();
-    assert!(
-        seq_scans.is_empty(),
-        "{name} scans the table: {seq_scans:?}"
-    );
+    assert_no_seq_scan(&scans_of(&nodes, "jobs_queue"), name);
     let removed: i64 = nodes
         .iter()
         .map(|node| node["Rows Removed by Filter"].as_i64().unwrap_or(0))
@@ -88,112 +71,106 @@ async fn check(
     root["Actual Rows"].as_i64().unwrap()
 }
 
-fn explain(statement: &str) -> String {
-    format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}")
+/// [`check`]s `statement` (printed as `name`), a claim from the front of up to 16 jobs of
+/// `kinds`; returns the rows it took.
+async fn check_claim_from_the_front(
+    db: &Db,
+    name: &str,
+    statement: &str,
+    kinds: &[&'static str],
+) -> i64 {
+    let explain = explain_analyze(statement);
+    check(db, name, claim_of_16(&explain, kinds)).await
+}
+
+/// [`check`]s `statement` (printed as `name`), a claim of up to 16 jobs of `kinds` from the
+/// last place, resuming after the eleventh due `record_run` job; returns the rows it took.
+async fn check_claim_from_the_last_place(
+    db: &Db,
+    name: &str,
+    statement: &str,
+    kinds: &[&'static str],
+) -> i64 {
+    let (run_at, id): (DateTime<Utc>, i64) = sqlx::query_as(
+        "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let explain = explain_analyze(statement);
+    let query = claim_of_16(&explain, kinds)
+        .bind(0_i16)
+        .bind(run_at)
+        .bind(id);
+    check(db, name, query).await
+}
+
+/// [`check`]s the claim of a kind limited in its running jobs, as a worker claims up to 16
+/// `record_run` jobs from queues `default` and `other`, 100 of them allowed to run, with 30 s
+/// leases; returns the rows it took.
+async fn check_limited_claim(db: &Db) -> i64 {
+    let explain = explain_analyze(sql::CLAIM_LIMITED_JOBS);
+    let query = sqlx::query_scalar(&explain)
+        .bind("record_run")
+        .bind(vec!["default".to_string(), "other".to_string()])
+        .bind(16_i64)
+        .bind(100_i64)
+        .bind(30.0_f64);
+    check(db, "CLAIM_LIMITED_JOBS", query).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_the_front_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let statement = explain(sql::CLAIM_JOBS);
-    let query = sqlx::query_scalar(&statement)
-        .bind("default")
-        .bind(vec!["record_run", "bad_input"])
-        .bind(16_i64)
-        .bind(vec![30.0_f64, 30.0]);
-    assert_eq!(check(&db, "CLAIM_JOBS", query).await, 16);
+    let kinds = ["record_run", "bad_input"];
+    let taken = check_claim_from_the_front(&db, "CLAIM_JOBS", sql::CLAIM_JOBS, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_the_last_place_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let (run_at, id): (chrono::DateTime<chrono::Utc>, i64) = sqlx::query_as(
-        "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    let statement = explain(sql::CLAIM_JOBS_AFTER);
-    let query = sqlx::query_scalar(&statement)
-        .bind("default")
-        .bind(vec!["record_run", "bad_input"])
-        .bind(16_i64)
-        .bind(vec![30.0_f64, 30.0])
-        .bind(0_i16)
-        .bind(run_at)
-        .bind(id);
-    assert_eq!(check(&db, "CLAIM_JOBS_AFTER", query).await, 16);
+    let kinds = ["record_run", "bad_input"];
+    let statement = sql::CLAIM_JOBS_AFTER;
+    let taken = check_claim_from_the_last_place(&db, "CLAIM_JOBS_AFTER", statement, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_one_kind_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let statement = explain(sql::CLAIM_ONE_KIND);
-    let query = sqlx::query_scalar(&statement)
-        .bind("default")
-        .bind(vec!["record_run"])
-        .bind(16_i64)
-        .bind(vec![30.0_f64]);
-    assert_eq!(check(&db, "CLAIM_ONE_KIND", query).await, 16);
+    let kinds = ["record_run"];
+    let statement = sql::CLAIM_ONE_KIND;
+    let taken = check_claim_from_the_front(&db, "CLAIM_ONE_KIND", statement, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_one_kind_from_the_last_place_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let (run_at, id): (chrono::DateTime<chrono::Utc>, i64) = sqlx::query_as(
-        "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    let statement = explain(sql::CLAIM_ONE_KIND_AFTER);
-    let query = sqlx::query_scalar(&statement)
-        .bind("default")
-        .bind(vec!["record_run"])
-        .bind(16_i64)
-        .bind(vec![30.0_f64])
-        .bind(0_i16)
-        .bind(run_at)
-        .bind(id);
-    assert_eq!(check(&db, "CLAIM_ONE_KIND_AFTER", query).await, 16);
+    let kinds = ["record_run"];
+    let statement = sql::CLAIM_ONE_KIND_AFTER;
+    let name = "CLAIM_ONE_KIND_AFTER";
+    let taken = check_claim_from_the_last_place(&db, name, statement, &kinds).await;
+    assert_eq!(taken, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    let statement = explain(sql::CLAIM_LIMITED_JOBS);
-    let query = sqlx::query_scalar(&statement)
-        .bind("record_run")
-        .bind(vec!["default".to_string(), "other".to_string()])
-        .bind(16_i64)
-        .bind(100_i64)
-        .bind(30.0_f64);
-    assert_eq!(check(&db, "CLAIM_LIMITED_JOBS", query).await, 16);
+    assert_eq!(check_limited_claim(&db).await, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_reads_only_what_it_takes_of_its_own_backlog() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(&format!(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
          SELECT 'record_run', CASE WHEN n % 2 = 0 THEN 'default' ELSE 'other' END,
-                '{\"label\": \"x\"}', 8, now() - interval '2 hours' + n * interval '30 ms'
-         FROM generate_series(1, $1) AS n",
-    )
-    .bind(FOREIGN)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("VACUUM ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let statement = explain(sql::CLAIM_LIMITED_JOBS);
-    let query = sqlx::query_scalar(&statement)
-        .bind("record_run")
-        .bind(vec!["default".to_string(), "other".to_string()])
-        .bind(16_i64)
-        .bind(100_i64)
-        .bind(30.0_f64);
-    assert_eq!(check(&db, "CLAIM_LIMITED_JOBS", query).await, 16);
+                '{{\"label\": \"x\"}}', 8, now() - interval '2 hours' + n * interval '30 ms'
+         FROM generate_series(1, {FOREIGN}) AS n"
+    ))
+    .await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
+    assert_eq!(check_limited_claim(&db).await, 16);
 }

@@ -11,7 +11,8 @@ use jobs::postgres::__private::store::{self, ClaimPlace, Outcome};
 use jobs::{Decision, Worker};
 use sqlx::Connection;
 
-use crate::support::{fast_config, plan_nodes, wait_until, Db};
+use crate::plans::{claim_of_16, explain_analyze, plan_nodes, plan_of};
+use crate::support::{fast_config, Db};
 
 const KINDS: [&str; 1] = ["record_run"];
 const LEASES: [Duration; 1] = [Duration::from_secs(30)];
@@ -36,21 +37,13 @@ fn buffers(plan: &serde_json::Value) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
     let db = Db::new().await;
-    sqlx::query(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
+    db.execute("INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
          SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8, now() - interval '1 hour' + n * interval '1 ms'
-         FROM generate_series(1, 6000) AS n",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("VACUUM ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+         FROM generate_series(1, 6000) AS n").await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
     // Another session's snapshot pins the xmin horizon: nothing claimed from now on can be
     // cleaned up, or even marked dead in the index.
-    let mut holder = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    let mut holder = sqlx::PgConnection::connect(db.url()).await.unwrap();
     sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut holder)
         .await
@@ -77,30 +70,14 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
         store::record_outcomes(&db.pool, &outcomes).await.unwrap();
     }
     let place = last.unwrap();
-    let explain = |statement: &str| format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}");
-    let mut transaction = db.pool.begin().await.unwrap();
-    let from_front: serde_json::Value = sqlx::query_scalar(&explain(sql::CLAIM_JOBS))
-        .bind("default")
-        .bind(KINDS.to_vec())
-        .bind(16_i64)
-        .bind(vec![30.0_f64])
-        .fetch_one(&mut *transaction)
-        .await
-        .unwrap();
-    transaction.rollback().await.unwrap();
-    let mut transaction = db.pool.begin().await.unwrap();
-    let from_place: serde_json::Value = sqlx::query_scalar(&explain(sql::CLAIM_JOBS_AFTER))
-        .bind("default")
-        .bind(KINDS.to_vec())
-        .bind(16_i64)
-        .bind(vec![30.0_f64])
+    let claim = explain_analyze(sql::CLAIM_JOBS);
+    let from_front = plan_of(&db, "CLAIM_JOBS", claim_of_16(&claim, &KINDS)).await;
+    let claim_after = explain_analyze(sql::CLAIM_JOBS_AFTER);
+    let query = claim_of_16(&claim_after, &KINDS)
         .bind(place.priority)
         .bind(place.run_at)
-        .bind(place.id)
-        .fetch_one(&mut *transaction)
-        .await
-        .unwrap();
-    transaction.rollback().await.unwrap();
+        .bind(place.id);
+    let from_place = plan_of(&db, "CLAIM_JOBS_AFTER", query).await;
     sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
     let (front, resumed) = (buffers(&from_front), buffers(&from_place));
     println!("buffers for 16 jobs past 5,000 claimed under a held xmin: from the front {front}, from the last place {resumed}");
@@ -113,15 +90,13 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
          SELECT 'record_run', 'default', '{\"label\": \"backlog\"}', 8,
                 now() - interval '1 hour' + n * interval '1 ms'
          FROM generate_series(1, 20000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    .await;
     let worker = Worker::builder(db.pool.clone())
         .kinds(["record_run"])
         .queue("default", 8)
@@ -131,11 +106,11 @@ async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it
         .expect("worker builds")
         .start();
     // The backlog is being drained: claims resume where the previous one ended.
-    wait_until("part of the backlog to be done", || async {
-        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
-            .await
-            >= 400
-    })
+    db.wait_for_count_at_least(
+        "part of the backlog to be done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        400,
+    )
     .await;
     let urgent = 40;
     sqlx::query(
@@ -152,11 +127,11 @@ async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    wait_until("the urgent jobs to be done", || async {
-        db.count("SELECT count(*) FROM jobs_queue WHERE priority = 5 AND state = 'done'")
-            .await
-            == urgent
-    })
+    db.wait_for_count(
+        "the urgent jobs to be done",
+        "SELECT count(*) FROM jobs_queue WHERE priority = 5 AND state = 'done'",
+        urgent,
+    )
     .await;
     worker.shutdown().await.expect("the worker stops");
     let backlog_left = db

@@ -3,7 +3,7 @@
 use jobs::postgres::worker::Completion;
 use jobs::WorkerConfig;
 
-use crate::support::{fast_config, start_worker, wait_until, Db};
+use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::record_run;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,17 +32,11 @@ async fn drain_with_two_workers(config: WorkerConfig) {
     let second_pool = db.other_pool(10).await;
     let first = start_worker(&first_pool, &["record_run"], config.clone());
     let second = start_worker(&second_pool, &["record_run"], config);
-    wait_until("every job to be done", || {
-        let pool = db.pool.clone();
-        async move {
-            let done: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-            done == JOBS
-        }
-    })
+    db.wait_for_count(
+        "every job to be done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        JOBS,
+    )
     .await;
     first.shutdown().await.expect("the worker stops");
     second.shutdown().await.expect("the worker stops");

@@ -54,12 +54,8 @@ async fn builder_sets_delay_run_at_priority_and_queue() {
         .await
         .unwrap()
         .id();
-    let (queue, priority): (String, i16) =
-        sqlx::query_as("SELECT queue, priority FROM jobs_queue WHERE id = $1")
-            .bind(delayed)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let queue: String = db.job_value(delayed, "queue").await;
+    let priority: i16 = db.job_value(delayed, "priority").await;
     assert_eq!((queue.as_str(), priority), ("slow", 7));
     let delayed = db.job(delayed).await.ready_in_secs;
     assert!((590.0..=600.0).contains(&delayed), "{delayed}");
@@ -78,11 +74,9 @@ async fn bulk_enqueue_writes_every_job_in_order_in_one_transaction() {
     tx.commit().await.unwrap();
     assert_eq!(results.len(), 500);
     assert!(results.iter().all(|result| result.is_new()));
-    let labels: Vec<(i64, String)> =
-        sqlx::query_as("SELECT id, payload->>'label' FROM jobs_queue ORDER BY id")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let labels: Vec<(i64, String)> = db
+        .rows("SELECT id, payload->>'label' FROM jobs_queue ORDER BY id")
+        .await;
     for (position, (result, (id, label))) in results.iter().zip(&labels).enumerate() {
         assert_eq!(result.id(), *id);
         assert_eq!(label, &format!("job-{position}"));
@@ -155,13 +149,12 @@ async fn a_bulk_of_mixed_shapes_keeps_each_jobs_options_and_order() {
         .collect();
     let mut conn = db.pool.acquire().await.unwrap();
     let results = jobs::enqueue_jobs(&mut conn, &jobs).await.unwrap();
-    let rows: Vec<(i64, String, String, i16, bool)> = sqlx::query_as(
-        "SELECT id, payload->>'label', queue, priority, run_at > now() + interval '500 seconds'
+    let rows: Vec<(i64, String, String, i16, bool)> = db
+        .rows(
+            "SELECT id, payload->>'label', queue, priority, run_at > now() + interval '500 seconds'
          FROM jobs_queue ORDER BY id",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
+        )
+        .await;
     let ids: Vec<i64> = results.iter().map(|result| result.id()).collect();
     assert_eq!(ids, rows.iter().map(|row| row.0).collect::<Vec<_>>());
     let written: Vec<(&str, &str, i16, bool)> = rows

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use jobs::{job, EncodeError, EnqueueError, Enqueued, JobResult, NameError};
 use serde_json::{json, Value};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::PgConnection;
 
 use crate::support::Db;
 
@@ -41,13 +41,12 @@ pub async fn keyed_optional(user: Option<String>) -> JobResult {
 /// A database with an `orders` table standing for the caller's business rows.
 async fn db_with_orders() -> Db {
     let db = Db::new().await;
-    sqlx::query("CREATE TABLE orders (id bigint PRIMARY KEY)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("CREATE TABLE orders (id bigint PRIMARY KEY)")
+        .await;
     db
 }
 
+/// Inserts order `id`, a business row of the caller's.
 async fn insert_order(conn: &mut PgConnection, id: i64) {
     sqlx::query("INSERT INTO orders (id) VALUES ($1)")
         .bind(id)
@@ -56,24 +55,22 @@ async fn insert_order(conn: &mut PgConnection, id: i64) {
         .unwrap();
 }
 
-/// Begins the caller's transaction and inserts its first order.
-async fn begin_with_an_order(db: &Db) -> Transaction<'static, Postgres> {
+/// Runs `enqueue` in the caller's transaction, between two of its orders: the enqueue must be
+/// refused, and the transaction must go on and commit both orders and no job (the orders are
+/// cleared after the check). Returns the refusal.
+async fn refused_in_a_transaction<T: std::fmt::Debug>(
+    db: &Db,
+    enqueue: impl AsyncFnOnce(&mut PgConnection) -> Result<T, EnqueueError>,
+) -> EnqueueError {
     let mut tx = db.pool.begin().await.unwrap();
     insert_order(&mut tx, 1).await;
-    tx
-}
-
-/// After a refused enqueue: inserts a second order, commits, and checks that both orders and no
-/// job were kept.
-async fn commit_another_order(db: &Db, mut tx: Transaction<'static, Postgres>) {
+    let error = enqueue(&mut tx).await.expect_err("refused");
     insert_order(&mut tx, 2).await;
     tx.commit().await.unwrap();
     assert_eq!(db.count("SELECT count(*) FROM orders").await, 2);
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 0);
-    sqlx::query("TRUNCATE orders")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("TRUNCATE orders").await;
+    error
 }
 
 /// A JSON value nested `depth` arrays deep around a number, built without recursion.
@@ -123,22 +120,20 @@ fn nul_field(error: &EnqueueError) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_character_in_a_payload_string_is_refused_and_the_transaction_commits() {
     let db = db_with_orders().await;
-    let mut tx = begin_with_an_order(&db).await;
-    let error = carries_value::enqueue_in(&mut tx, json!({"note": "a\u{0}b"}))
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        carries_value::enqueue_in(conn, json!({"note": "a\u{0}b"})).await
+    })
+    .await;
     assert_eq!(nul_field(&error), "payload.value.note");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_character_in_a_payload_key_is_refused_and_the_transaction_commits() {
     let db = db_with_orders().await;
-    let mut tx = begin_with_an_order(&db).await;
-    let error = carries_value::enqueue_in(&mut tx, json!({"a\u{0}b": 1}))
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        carries_value::enqueue_in(conn, json!({"a\u{0}b": 1})).await
+    })
+    .await;
     assert_eq!(nul_field(&error), "payload.value.a\\0b (key)");
 }
 
@@ -150,24 +145,21 @@ async fn a_nul_character_in_a_dedupe_key_is_refused_and_the_transaction_commits(
     })
     .unwrap();
     job.dedupe_key = Some("note:\u{0}".into());
-    let mut tx = begin_with_an_order(&db).await;
-    let error = jobs::postgres::enqueue_job(&mut tx, &job)
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        jobs::postgres::enqueue_job(conn, &job).await
+    })
+    .await;
     assert_eq!(nul_field(&error), "dedupe_key");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delay_or_run_at_beyond_what_postgres_stores_is_refused_and_the_transaction_commits() {
     let db = db_with_orders().await;
-    let mut tx = begin_with_an_order(&db).await;
-    let error = carries_value::builder(json!(1))
-        .delay(Duration::MAX)
-        .enqueue_in(&mut tx)
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        let delayed = carries_value::builder(json!(1)).delay(Duration::MAX);
+        delayed.enqueue_in(conn).await
+    })
+    .await;
     assert!(
         matches!(
             error,
@@ -178,13 +170,13 @@ async fn a_delay_or_run_at_beyond_what_postgres_stores_is_refused_and_the_transa
         "{error:?}"
     );
     let far = SystemTime::UNIX_EPOCH + Duration::from_secs(400_000 * 365 * 86_400);
-    let mut tx = begin_with_an_order(&db).await;
-    let error = carries_value::builder(json!(1))
-        .run_at(far)
-        .enqueue_in(&mut tx)
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        carries_value::builder(json!(1))
+            .run_at(far)
+            .enqueue_in(conn)
+            .await
+    })
+    .await;
     assert!(
         matches!(
             error,
@@ -197,13 +189,11 @@ async fn a_delay_or_run_at_beyond_what_postgres_stores_is_refused_and_the_transa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_name_breaking_the_name_rules_is_refused_and_the_transaction_commits() {
     let db = db_with_orders().await;
-    let mut tx = begin_with_an_order(&db).await;
-    let error = carries_value::builder(json!(1))
-        .queue("q".repeat(8000))
-        .enqueue_in(&mut tx)
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        let long_queue = carries_value::builder(json!(1)).queue("q".repeat(8000));
+        long_queue.enqueue_in(conn).await
+    })
+    .await;
     assert!(
         matches!(
             error,
@@ -219,34 +209,31 @@ async fn a_queue_name_breaking_the_name_rules_is_refused_and_the_transaction_com
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_enqueue_with_one_bad_job_is_refused_whole_and_the_transaction_commits() {
     let db = db_with_orders().await;
-    let mut tx = begin_with_an_order(&db).await;
-    let args = [json!({"ok": 1}), json!({"bad": "\u{0}"})]
-        .into_iter()
-        .map(|value| carries_value::Args { value });
-    let error = carries_value::enqueue_many_in(&mut tx, args)
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        let args = [json!({"ok": 1}), json!({"bad": "\u{0}"})]
+            .into_iter()
+            .map(|value| carries_value::Args { value });
+        carries_value::enqueue_many_in(conn, args).await
+    })
+    .await;
     assert_eq!(nul_field(&error), "payload.value.bad");
-    let mut tx = begin_with_an_order(&db).await;
-    let args = ["fine", "a\u{0}"]
-        .into_iter()
-        .map(|note| keyed_note::Args { note: note.into() });
-    let error = keyed_note::enqueue_many_in(&mut tx, args)
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        let args = ["fine", "a\u{0}"]
+            .into_iter()
+            .map(|note| keyed_note::Args { note: note.into() });
+        keyed_note::enqueue_many_in(conn, args).await
+    })
+    .await;
     assert_eq!(nul_field(&error), "payload.note");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payload_nested_deeper_than_the_decoder_reads_is_refused_and_the_transaction_commits() {
     let db = db_with_orders().await;
-    let mut tx = begin_with_an_order(&db).await;
-    let error = carries_value::enqueue_in(&mut tx, nested(200))
-        .await
-        .expect_err("refused");
-    commit_another_order(&db, tx).await;
+    let error = refused_in_a_transaction(&db, async |conn| {
+        carries_value::enqueue_in(conn, nested(200)).await
+    })
+    .await;
     assert!(
         matches!(
             error,
@@ -297,11 +284,7 @@ async fn a_dedupe_key_longer_than_an_index_row_works_and_dedupes() {
     .unwrap();
     assert_eq!(bulk[0], Enqueued::Duplicate(first.id()));
     assert!(bulk[1].is_new());
-    let stored: String = sqlx::query_scalar("SELECT dedupe_key FROM jobs_queue WHERE id = $1")
-        .bind(first.id())
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let stored: String = db.job_value(first.id(), "dedupe_key").await;
     assert!(stored.contains(&note), "the key itself is kept in the row");
     assert_eq!(db.count("SELECT count(*) FROM orders").await, 1);
 }

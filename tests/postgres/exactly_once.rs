@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::postgres::{
-    is_processed, mark_processed, JobContextExt, ProcessedKey, ProcessedKeyError, TransactionError,
+    is_processed, mark_processed, JobContextExt, JobTransaction, ProcessedKey, ProcessedKeyError,
+    TransactionError,
 };
 use jobs::{job, JobContext, JobError, JobResult, State, Worker};
 use sqlx::PgPool;
@@ -13,29 +14,35 @@ use tokio::sync::Notify;
 
 use jobs::postgres::__private::sql;
 
-use crate::support::{fast_config, plan_nodes, scans_of, wait_until, Db};
+use crate::plans::{assert_no_seq_scan, explain_analyze, plan_nodes, plan_of, scans_of};
+use crate::support::{fast_config, Db};
 
-async fn create_tables(db: &Db) {
+/// A database with the tables the jobs here write: receipts, refunds, and notes that survive
+/// rollbacks.
+async fn db_with_tables() -> Db {
+    let db = Db::new().await;
     for statement in [
         "CREATE TABLE receipts (order_id bigint NOT NULL, job_id bigint NOT NULL)",
         "CREATE TABLE refunds (order_id bigint NOT NULL)",
         "CREATE TABLE notes (job_id bigint NOT NULL, attempt integer NOT NULL, what text NOT NULL)",
     ] {
-        sqlx::query(statement).execute(&db.pool).await.unwrap();
+        db.execute(statement).await;
     }
+    db
 }
 
-async fn insert_receipt(
-    connection: &mut sqlx::PgConnection,
+/// Opens the job's transaction and inserts a receipt for `order_id` in it.
+async fn transaction_with_receipt(
     ctx: &JobContext,
     order_id: i64,
-) -> Result<(), sqlx::Error> {
+) -> Result<JobTransaction, JobError> {
+    let mut tx = ctx.transaction().await?;
     sqlx::query("INSERT INTO receipts (order_id, job_id) VALUES ($1, $2)")
         .bind(order_id)
         .bind(ctx.id())
-        .execute(connection)
-        .await
-        .map(drop)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
 }
 
 /// Notes `what` outside any job transaction, so the note survives rollbacks.
@@ -50,17 +57,14 @@ async fn note(pool: &PgPool, ctx: &JobContext, what: &str) -> Result<(), sqlx::E
 }
 
 async fn notes(db: &Db) -> Vec<String> {
-    sqlx::query_scalar("SELECT what FROM notes ORDER BY job_id, attempt")
-        .fetch_all(&db.pool)
+    db.column("SELECT what FROM notes ORDER BY job_id, attempt")
         .await
-        .unwrap()
 }
 
 /// Inserts a receipt and completes in the same transaction.
 #[job]
 pub async fn record_receipt(ctx: JobContext, order_id: i64) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     tx.complete().await?;
     Ok(())
 }
@@ -70,8 +74,7 @@ pub async fn record_receipt(ctx: JobContext, order_id: i64) -> JobResult {
 #[job(max_attempts = 3, backoff_base = "10ms", backoff_max = "10ms")]
 pub async fn receipt_fails_once(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobResult {
     note(&pool, &ctx, "ran").await?;
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     if ctx.attempt() == 1 {
         return Err(JobError::transient("the provider hung up"));
     }
@@ -94,8 +97,7 @@ pub async fn receipt_after_takeover(
     gate: State<Gate>,
     order_id: i64,
 ) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     gate.inserted.notify_one();
     gate.proceed.notified().await;
     let completed = tx.complete().await;
@@ -123,16 +125,15 @@ pub async fn refund(ctx: JobContext, pool: State<PgPool>, order_id: i64) -> JobR
 /// Forgets to complete its transaction.
 #[job(max_attempts = 5)]
 pub async fn forgets_to_complete(ctx: JobContext, order_id: i64) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    // Held until the job returns, then dropped open.
+    let _tx = transaction_with_receipt(&ctx, order_id).await?;
     Ok(())
 }
 
 /// Rolls its transaction back on purpose and succeeds.
 #[job]
 pub async fn rolls_back_on_purpose(ctx: JobContext, order_id: i64) -> JobResult {
-    let mut tx = ctx.transaction().await?;
-    insert_receipt(&mut tx, &ctx, order_id).await?;
+    let tx = transaction_with_receipt(&ctx, order_id).await?;
     tx.rollback().await?;
     Ok(())
 }
@@ -166,12 +167,9 @@ pub async fn keyed_charge(ctx: JobContext, pool: State<PgPool>, order_id: i64) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_and_completion_commit_in_one_transaction() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let id = record_receipt::enqueue(&db.pool, 1042).await.unwrap().id();
-    let worker = db.start_worker(&["record_receipt"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["record_receipt"], id, "done").await;
     assert_eq!(job.attempts, 1);
     // The same transaction id wrote the receipt and the job's final row version.
     let (receipt_xmin, job_xmin): (String, String) = sqlx::query_as(
@@ -191,27 +189,20 @@ async fn effects_and_completion_commit_in_one_transaction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_rolls_the_effects_back_and_the_job_is_retried() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let id = receipt_fails_once::enqueue(&db.pool, 7).await.unwrap().id();
-    let worker = db.start_worker(&["receipt_fails_once"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["receipt_fails_once"], id, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.0.len(), 1);
     assert_eq!(job.errors.0[0].error, "the provider hung up");
     assert_eq!(notes(&db).await, ["ran", "ran"]);
-    let receipts: Vec<(i64, i64)> = sqlx::query_as("SELECT order_id, job_id FROM receipts")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let receipts: Vec<(i64, i64)> = db.rows("SELECT order_id, job_id FROM receipts").await;
     assert_eq!(receipts, [(7, id)], "only the second attempt's receipt");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_lease_was_taken_over_cannot_commit() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let gate = Arc::new(Gate::default());
     let id = receipt_after_takeover::enqueue(&db.pool, 9)
         .await
@@ -227,17 +218,13 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
         .start();
     gate.inserted.notified().await;
     // Another worker takes the job over (as after a rescue and a new claim).
-    let new_token: uuid::Uuid = sqlx::query_scalar(
-        "UPDATE jobs_queue SET lease_token = gen_random_uuid() WHERE id = $1 RETURNING lease_token",
-    )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let new_token = db.take_over(id).await;
     gate.proceed.notify_one();
-    wait_until("the job to try to complete", || async {
-        db.count("SELECT count(*) FROM notes").await == 1
-    })
+    db.wait_for_count(
+        "the job to try to complete",
+        "SELECT count(*) FROM notes",
+        1,
+    )
     .await;
     worker.shutdown().await.expect("the worker stops");
     assert_eq!(
@@ -245,12 +232,7 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
         [format!("{:?}", Err::<(), _>(TransactionError::LeaseLost))]
     );
     assert_eq!(db.count("SELECT count(*) FROM receipts").await, 0);
-    let (state, token): (String, Option<uuid::Uuid>) =
-        sqlx::query_as("SELECT state, lease_token FROM jobs_queue WHERE id = $1")
-            .bind(id)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let (state, token) = db.state_and_token(id).await;
     assert_eq!(
         (state.as_str(), token),
         ("running", Some(new_token)),
@@ -260,14 +242,12 @@ async fn a_job_whose_lease_was_taken_over_cannot_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_processed_key_makes_the_second_job_skip_its_effect() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let first = refund::enqueue(&db.pool, 5).await.unwrap().id();
     let second = refund::enqueue(&db.pool, 5).await.unwrap().id();
-    let worker = db.start_worker(&["refund"]);
-    db.wait_for_state(first, "done").await;
-    db.wait_for_state(second, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [_, _] = db
+        .run_until_each(&["refund"], [(first, "done"), (second, "done")])
+        .await;
     assert_eq!(db.count("SELECT count(*) FROM refunds").await, 1);
     let mut seen = notes(&db).await;
     seen.sort();
@@ -276,8 +256,7 @@ async fn a_processed_key_makes_the_second_job_skip_its_effect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let forgot = forgets_to_complete::enqueue(&db.pool, 1)
         .await
         .unwrap()
@@ -286,10 +265,12 @@ async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
         .await
         .unwrap()
         .id();
-    let worker = db.start_worker(&["forgets_to_complete", "rolls_back_on_purpose"]);
-    let dead = db.wait_for_state(forgot, "dead").await;
-    db.wait_for_state(on_purpose, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [dead, _] = db
+        .run_until_each(
+            &["forgets_to_complete", "rolls_back_on_purpose"],
+            [(forgot, "dead"), (on_purpose, "done")],
+        )
+        .await;
     assert_eq!(dead.attempts, 1, "a bug is not retried");
     assert_eq!(dead.errors.0[0].kind, "permanent");
     assert!(
@@ -304,14 +285,15 @@ async fn returning_ok_after_dropping_the_transaction_open_is_a_dead_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_idempotency_key_is_the_same_on_every_attempt() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let plain = charge::enqueue(&db.pool, 3).await.unwrap().id();
     let keyed = keyed_charge::enqueue(&db.pool, 3).await.unwrap().id();
-    let worker = db.start_worker(&["charge", "keyed_charge"]);
-    db.wait_for_state(plain, "done").await;
-    db.wait_for_state(keyed, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [_, _] = db
+        .run_until_each(
+            &["charge", "keyed_charge"],
+            [(plain, "done"), (keyed, "done")],
+        )
+        .await;
     let keys_of = |id: i64| {
         let pool = db.pool.clone();
         async move {
@@ -326,13 +308,9 @@ async fn the_idempotency_key_is_the_same_on_every_attempt() {
     };
     // The row's enqueue time, in microseconds: the same job id in another database (or after
     // a restore) has another.
-    let enqueued_micros: i64 = sqlx::query_scalar(
-        "SELECT (extract(epoch FROM created_at) * 1000000)::bigint FROM jobs_queue WHERE id = $1",
-    )
-    .bind(plain)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let enqueued_micros: i64 = db
+        .job_value(plain, "(extract(epoch FROM created_at) * 1000000)::bigint")
+        .await;
     let plain_key = format!("charge#job:{plain}:{enqueued_micros}");
     assert_eq!(keys_of(plain).await, [plain_key.as_str(); 3]);
     assert_eq!(
@@ -349,10 +327,7 @@ async fn a_key_marked_by_an_open_transaction_waits_for_its_outcome() {
         (false, ProcessedKey::New),
         (true, ProcessedKey::AlreadyProcessed),
     ] {
-        sqlx::query("DELETE FROM jobs_processed_keys")
-            .execute(&db.pool)
-            .await
-            .unwrap();
+        db.execute("DELETE FROM jobs_processed_keys").await;
         let mut first = db.pool.begin().await.unwrap();
         assert_eq!(
             mark_processed(&mut first, key, None).await.unwrap(),
@@ -365,15 +340,8 @@ async fn a_key_marked_by_an_open_transaction_waits_for_its_outcome() {
             second.commit().await.unwrap();
             seen
         });
-        wait_until("the second transaction to wait for the first", || async {
-            db.count(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%jobs_processed_keys%'",
-            )
-            .await
-                == 1
-        })
-        .await;
+        db.wait_for_count("the second transaction to wait for the first", "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%jobs_processed_keys%'", 1).await;
         if first_commits {
             first.commit().await.unwrap();
         } else {
@@ -408,8 +376,7 @@ async fn keys_of_any_length_are_recorded_and_told_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_the_database_cannot_store_is_refused_and_the_callers_work_survives() {
-    let db = Db::new().await;
-    create_tables(&db).await;
+    let db = db_with_tables().await;
     let mut tx = db.pool.begin().await.unwrap();
     sqlx::query("INSERT INTO refunds (order_id) VALUES (7)")
         .execute(&mut *tx)
@@ -483,10 +450,9 @@ async fn an_expired_key_counts_as_new_and_retention_deletes_it() {
     let retention = jobs::admin::Retention::new(db.pool.clone(), Default::default()).unwrap();
     let report = retention.run_once().await.unwrap();
     assert_eq!(report.processed_keys, 1);
-    let left: Vec<String> = sqlx::query_scalar("SELECT key FROM jobs_processed_keys ORDER BY key")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let left: Vec<String> = db
+        .column("SELECT key FROM jobs_processed_keys ORDER BY key")
+        .await;
     assert_eq!(left, ["hour", "kept"]);
 }
 
@@ -499,92 +465,45 @@ async fn a_context_without_a_worker_has_no_transaction() {
     ));
 }
 
-/// The plan of `statement` with `key` (and, when given, `second` as `$2`), printed.
-async fn processed_key_plan(
-    db: &Db,
-    what: &str,
-    statement: &str,
-    key: &str,
-    second: Option<f64>,
-) -> Vec<serde_json::Value> {
-    let mut tx = db.pool.begin().await.unwrap();
-    let query = format!("EXPLAIN (ANALYZE, FORMAT JSON) {statement}");
-    let mut explain = sqlx::query_scalar::<_, serde_json::Value>(&query).bind(key);
-    if let Some(second) = second {
-        explain = explain.bind(second);
-    }
-    let plan = explain.fetch_one(&mut *tx).await.unwrap();
-    tx.rollback().await.unwrap();
-    println!(
-        "{what} on 1,000,000 processed keys:\n{}",
-        serde_json::to_string_pretty(&plan).unwrap()
-    );
-    plan_nodes(&plan)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processed_keys_are_found_by_digest_among_a_million() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_processed_keys (key, expires_at)
          SELECT 'refund:' || n, CASE WHEN n % 2 = 0 THEN now() - interval '1 hour' END
          FROM generate_series(1, 1000000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE jobs_processed_keys")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let by_digest = |nodes: &[serde_json::Value]| {
-        let scans = scans_of(nodes, "jobs_processed_keys");
-        assert!(
-            scans.iter().all(|(node, _)| node != "Seq Scan"),
-            "no sequential scan: {scans:?}"
-        );
+    .await;
+    db.execute("ANALYZE jobs_processed_keys").await;
+    let by_digest = |plan: &serde_json::Value| {
+        let scans = scans_of(&plan_nodes(plan), "jobs_processed_keys");
+        assert_no_seq_scan(&scans, "a processed key's statement");
         scans
     };
-    let scans = by_digest(
-        &processed_key_plan(&db, "is_processed", sql::IS_PROCESSED, "refund:7", None).await,
-    );
+    let is_processed = explain_analyze(sql::IS_PROCESSED);
+    let query = sqlx::query_scalar(&is_processed).bind("refund:7");
+    let plan = plan_of(&db, "is_processed on 1,000,000 processed keys", query).await;
     assert_eq!(
-        scans,
+        by_digest(&plan),
         [(
             "Index Scan".to_string(),
             "jobs_processed_keys_pkey".to_string()
         )]
     );
-    let nodes = processed_key_plan(
-        &db,
-        "mark_processed",
-        sql::MARK_PROCESSED,
-        "refund:8",
-        Some(60.0),
-    )
-    .await;
-    by_digest(&nodes);
+    let mark_processed = explain_analyze(sql::MARK_PROCESSED);
+    let query = sqlx::query_scalar(&mark_processed)
+        .bind("refund:8")
+        .bind(60.0_f64);
+    let plan = plan_of(&db, "mark_processed on 1,000,000 processed keys", query).await;
+    by_digest(&plan);
     assert!(
-        nodes
+        plan_nodes(&plan)
             .iter()
             .any(|node| node["Conflict Arbiter Indexes"][0] == "jobs_processed_keys_pkey"),
         "the insert's conflicts are found through the digest key"
     );
     // Retention: the oldest expired keys through the expiry index, then deleted by digest.
-    let mut tx = db.pool.begin().await.unwrap();
-    let plan: serde_json::Value = sqlx::query_scalar(&format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
-        sql::PRUNE_PROCESSED_KEYS
-    ))
-    .bind(1000_i64)
-    .bind(1_i64)
-    .fetch_one(&mut *tx)
-    .await
-    .unwrap();
-    tx.rollback().await.unwrap();
-    println!(
-        "retention of processed keys on 1,000,000 keys:\n{}",
-        serde_json::to_string_pretty(&plan).unwrap()
-    );
-    by_digest(&plan_nodes(&plan));
+    let prune = explain_analyze(sql::PRUNE_PROCESSED_KEYS);
+    let query = sqlx::query_scalar(&prune).bind(1000_i64).bind(1_i64);
+    by_digest(&plan_of(&db, "retention of processed keys on 1,000,000 keys", query).await);
 }

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::{job, JobContext, JobResult, LeaseError, State, WorkerConfig};
+use jobs::{job, JobContext, JobResult, LeaseError, State};
 use sqlx::PgPool;
 
-use crate::support::{fast_config, start_worker, wait_until, Db};
+use crate::support::{fast_config, leased_config, start_worker, Db};
 
 async fn lease_expiry(pool: &PgPool, id: i64) -> Result<f64, sqlx::Error> {
     sqlx::query_scalar(
@@ -63,17 +63,11 @@ pub async fn sleeps_an_hour(ctx: JobContext, pool: State<PgPool>) -> JobResult {
 }
 
 async fn create_notes(db: &Db) {
-    sqlx::query("CREATE TABLE notes (job_id bigint NOT NULL, what text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("CREATE TABLE notes (job_id bigint NOT NULL, what text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())").await;
 }
 
 async fn notes(db: &Db) -> Vec<String> {
-    sqlx::query_scalar("SELECT what FROM notes ORDER BY at")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap()
+    db.column("SELECT what FROM notes ORDER BY at").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,39 +75,21 @@ async fn a_job_renews_its_own_lease_and_hears_when_it_is_lost() {
     let db = Db::new().await;
     create_notes(&db).await;
     let id = renews_then_waits::enqueue(&db.pool).await.unwrap().id();
-    let config = WorkerConfig {
-        lease: Duration::from_secs(5),
-        heartbeat_interval: Duration::from_secs(1),
-        ..fast_config()
-    };
+    let config = leased_config(Duration::from_secs(5), Duration::from_secs(1));
     let worker = start_worker(&db.pool, &["renews_then_waits"], config);
-    wait_until("the job to renew its lease", || {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM notes")
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 1
-        }
-    })
+    db.wait_for_count(
+        "the job to renew its lease",
+        "SELECT count(*) FROM notes",
+        1,
+    )
     .await;
     // Another worker takes the job over (as after a rescue and a new claim).
-    sqlx::query("UPDATE jobs_queue SET lease_token = gen_random_uuid() WHERE id = $1")
-        .bind(id)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    wait_until("the job to hear its lease is lost", || {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM notes")
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 2
-        }
-    })
+    db.take_over(id).await;
+    db.wait_for_count(
+        "the job to hear its lease is lost",
+        "SELECT count(*) FROM notes",
+        2,
+    )
     .await;
     worker.shutdown().await.expect("the worker stops");
     assert_eq!(
@@ -134,30 +110,17 @@ async fn stop_now_leaves_running_jobs_to_their_leases() {
     let id = sleeps_an_hour::enqueue(&db.pool).await.unwrap().id();
     let worker = start_worker(&db.pool, &["sleeps_an_hour"], fast_config());
     db.wait_for_state(id, "running").await;
-    wait_until("the job to start", || {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM notes")
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 1
-        }
-    })
-    .await;
+    db.wait_for_count("the job to start", "SELECT count(*) FROM notes", 1)
+        .await;
     let stopping = Instant::now();
     worker.stop_now().await.expect("the worker stops");
     assert!(stopping.elapsed() < Duration::from_secs(1), "stops at once");
     let job = db.job(id).await;
     assert_eq!((job.state.as_str(), job.attempts), ("running", 1));
     assert!(job.errors.is_empty());
-    let leased_for: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM lease_expires_at - now())::float8 FROM jobs_queue WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let leased_for: f64 = db
+        .job_value(id, "extract(epoch FROM lease_expires_at - now())::float8")
+        .await;
     assert!(
         leased_for > 0.0,
         "the lease still holds: the job was not handed back"

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use jobs::{job, JobContext, JobError, JobResult, State, WorkerConfig};
+use jobs::{job, JobContext, JobError, JobResult, State};
 use sqlx::PgPool;
 
-use crate::support::{fast_config, start_worker, wait_until, Db};
+use crate::support::{leased_config, start_worker, Db};
 
 /// Records each run, waits until the test releases this attempt, then renews its own lease
 /// (failing when the worker no longer holds it for this run) and completes.
@@ -39,6 +39,7 @@ pub async fn waits_for_attempt_release(ctx: JobContext, pool: State<PgPool>) -> 
     Ok(())
 }
 
+/// Lets attempt `attempt` of job `id` finish.
 async fn release(db: &Db, id: i64, attempt: i32) {
     sqlx::query("INSERT INTO attempt_releases (job_id, attempt) VALUES ($1, $2)")
         .bind(id)
@@ -48,50 +49,26 @@ async fn release(db: &Db, id: i64, attempt: i32) {
         .unwrap();
 }
 
+/// Waits until attempt `attempt` of job `id` has recorded its run.
 async fn wait_for_run(db: &Db, id: i64, attempt: i32) {
-    let pool = db.pool.clone();
-    wait_until(&format!("attempt {attempt} of job {id} to run"), || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, bool>(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE job_id = $1 AND attempt = $2)",
-            )
-            .bind(id)
-            .bind(attempt)
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-        }
-    })
-    .await;
-}
-
-async fn lease_expiry(db: &Db, id: i64) -> Option<f64> {
-    sqlx::query_scalar(
-        "SELECT extract(epoch FROM lease_expires_at)::float8 FROM jobs_queue WHERE id = $1",
+    db.wait_for_count_at_least(
+        &format!("attempt {attempt} of job {id} to run"),
+        &format!("SELECT count(*) FROM runs WHERE job_id = {id} AND attempt = {attempt}"),
+        1,
     )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
     let db = Db::new().await;
-    sqlx::query("CREATE TABLE attempt_releases (job_id bigint NOT NULL, attempt integer NOT NULL)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("CREATE TABLE attempt_releases (job_id bigint NOT NULL, attempt integer NOT NULL)")
+        .await;
     let id = waits_for_attempt_release::enqueue(&db.pool)
         .await
         .unwrap()
         .id();
-    let config = WorkerConfig {
-        lease: Duration::from_secs(1),
-        heartbeat_interval: Duration::from_millis(150),
-        ..fast_config()
-    };
+    let config = leased_config(Duration::from_secs(1), Duration::from_millis(150));
     let worker = start_worker(&db.pool, &["waits_for_attempt_release"], config);
     wait_for_run(&db, id, 1).await;
 
@@ -111,22 +88,15 @@ async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
 
     // The stale run finishes: its outcome is dropped, and nothing of it touches the live run.
     release(&db, id, 1).await;
-    let expiry_then = lease_expiry(&db, id)
+    let expiry_then = db
+        .lease_expiry(id)
         .await
         .expect("the live run holds a lease");
     // Past the live run's lease as it stood then: it must have been renewed meanwhile.
-    wait_until(
+    db.wait_for_clock_past(
         "the live run's lease as of the stale run's end to pass",
-        || {
-            let pool = db.pool.clone();
-            async move {
-                sqlx::query_scalar::<_, bool>("SELECT extract(epoch FROM now())::float8 > $1 + 0.3")
-                    .bind(expiry_then)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            }
-        },
+        expiry_then,
+        0.3,
     )
     .await;
     let job = db.job(id).await;
@@ -135,7 +105,7 @@ async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
         ("running", 2),
         "the live run is still running under its claim"
     );
-    let expiry_now = lease_expiry(&db, id).await.expect("still leased");
+    let expiry_now = db.lease_expiry(id).await.expect("still leased");
     assert!(
         expiry_now > expiry_then,
         "the live run is heartbeated ({expiry_now} > {expiry_then})"
@@ -151,9 +121,5 @@ async fn a_stale_run_of_a_job_claimed_again_leaves_the_live_run_alone() {
         "only the simulated rescue: {:?}",
         job.errors
     );
-    assert_eq!(
-        db.count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-            .await,
-        2
-    );
+    assert_eq!(db.runs_of(id).await, 2);
 }

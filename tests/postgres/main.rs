@@ -2,6 +2,7 @@
 //! in parallel. Waiting is done by polling a condition with a deadline, never by sleeping.
 
 mod logs;
+mod plans;
 mod support;
 mod test_jobs;
 

@@ -10,9 +10,11 @@ use jobs::outbox::{
     publish_event_in, publish_in, Event, OutboxError, OutboxMessage, PublishError, Publisher,
     Relay, RelayConfig, RetryPolicy, TopicError,
 };
+use jobs::postgres::__private::sql;
 use jobs::Worker;
 use sqlx::PgPool;
 
+use crate::plans::{explain, plan_nodes, scans_of};
 use crate::support::{fast_config, wait_until, Db};
 
 /// A publisher that fails as scripted per row id, then succeeds; logs every call as
@@ -65,6 +67,12 @@ impl Publisher for Scripted {
     }
 }
 
+/// A relay of `publisher` on the test's database, with [`config`].
+fn relay<P: Publisher>(db: &Db, publisher: P, max_attempts: u32, backoff: Duration) -> Relay<P> {
+    Relay::new(db.pool.clone(), publisher, config(max_attempts, backoff)).unwrap()
+}
+
+/// Batches of 10, polling every 20 ms, each row tried `max_attempts` times, `backoff` apart.
 fn config(max_attempts: u32, backoff: Duration) -> RelayConfig {
     RelayConfig {
         batch_size: 10,
@@ -136,10 +144,7 @@ async fn an_event_exists_exactly_when_its_transaction_commits() {
     tx.commit().await.unwrap();
 
     let rows: Vec<(i64, String, serde_json::Value)> =
-        sqlx::query_as("SELECT id, topic, payload FROM jobs_outbox")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+        db.rows("SELECT id, topic, payload FROM jobs_outbox").await;
     assert_eq!(
         rows,
         [(
@@ -171,12 +176,7 @@ async fn a_failing_row_holds_back_the_later_rows_of_its_topic_and_no_other() {
             PublishError::retryable("broker still busy"),
         ],
     );
-    let relay = Relay::new(
-        db.pool.clone(),
-        publisher.clone(),
-        config(10, Duration::from_millis(200)),
-    )
-    .unwrap();
+    let relay = relay(&db, publisher.clone(), 10, Duration::from_millis(200));
     relay_all(&relay, &db.pool).await;
 
     let published = publisher.published();
@@ -222,12 +222,7 @@ async fn rows_out_of_attempts_or_failing_permanently_are_parked_then_replayed() 
             PublishError::retryable("timed out again"),
         ],
     );
-    let relay = Relay::new(
-        db.pool.clone(),
-        publisher.clone(),
-        config(2, Duration::from_millis(10)),
-    )
-    .unwrap();
+    let relay = relay(&db, publisher.clone(), 2, Duration::from_millis(10));
     relay_all(&relay, &db.pool).await;
 
     assert_eq!(
@@ -284,11 +279,10 @@ async fn the_oldest_unpublished_row_shows_in_stats_and_trips_check_past_its_thre
 
     let old = write(&db.pool, "a", 1).await;
     write(&db.pool, "a", 2).await;
-    sqlx::query("UPDATE jobs_outbox SET created_at = now() - interval '10 minutes' WHERE id = $1")
-        .bind(old)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute(&format!(
+        "UPDATE jobs_outbox SET created_at = now() - interval '10 minutes' WHERE id = {old}"
+    ))
+    .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.outbox.unpublished, 2);
     let age = stats.outbox.oldest_unpublished_age.unwrap();
@@ -306,12 +300,7 @@ async fn the_oldest_unpublished_row_shows_in_stats_and_trips_check_past_its_thre
     assert_eq!(admin::check(&stats, &patient), []);
 
     // Published rows no longer count.
-    let relay = Relay::new(
-        db.pool.clone(),
-        Scripted::default(),
-        config(3, Duration::from_millis(10)),
-    )
-    .unwrap();
+    let relay = relay(&db, Scripted::default(), 3, Duration::from_millis(10));
     relay_all(&relay, &db.pool).await;
     let stats = admin::stats(&db.pool).await.unwrap();
     assert_eq!(stats.outbox, admin::OutboxStats::default());
@@ -324,36 +313,21 @@ async fn retention_deletes_published_rows_past_their_age_only() {
     for n in 0..4 {
         ids.push(write(&db.pool, "a", n).await);
     }
-    sqlx::query(
+    db.execute(&format!(
         "UPDATE jobs_outbox SET state = 'published', attempts = 1,
-                published_at = now() - interval '8 days'
-         WHERE id = $1;",
-    )
-    .bind(ids[0])
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE jobs_outbox SET state = 'published', attempts = 1, published_at = now() WHERE id = $1")
-        .bind(ids[1])
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query(
-        "UPDATE jobs_outbox SET state = 'parked', attempts = 1, parked_at = now() - interval '30 days'
-         WHERE id = $1",
-    )
-    .bind(ids[2])
-    .execute(&db.pool)
-    .await
-    .unwrap();
+                published_at = now() - interval '8 days' WHERE id = {};
+         UPDATE jobs_outbox SET state = 'published', attempts = 1, published_at = now()
+         WHERE id = {};
+         UPDATE jobs_outbox SET state = 'parked', attempts = 1,
+                parked_at = now() - interval '30 days' WHERE id = {}",
+        ids[0], ids[1], ids[2]
+    ))
+    .await;
 
     let retention = Retention::new(db.pool.clone(), RetentionConfig::default()).unwrap();
     let report = retention.run_once().await.unwrap();
     assert_eq!(report.outbox, 1);
-    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM jobs_outbox ORDER BY id")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let left: Vec<i64> = db.column("SELECT id FROM jobs_outbox ORDER BY id").await;
     assert_eq!(left, ids[1..], "recent, parked and pending rows are kept");
 }
 
@@ -361,12 +335,7 @@ async fn retention_deletes_published_rows_past_their_age_only() {
 async fn a_worker_runs_its_relay_until_it_shuts_down() {
     let db = Db::new().await;
     let publisher = Scripted::default();
-    let relay = Relay::new(
-        db.pool.clone(),
-        publisher.clone(),
-        config(3, Duration::from_millis(10)),
-    )
-    .unwrap();
+    let relay = relay(&db, publisher.clone(), 3, Duration::from_millis(10));
     let worker = Worker::builder(db.pool.clone())
         .kinds(["record_run"])
         .state(db.pool.clone())
@@ -396,31 +365,22 @@ async fn a_worker_runs_its_relay_until_it_shuts_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_claim_never_walks_published_rows() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_outbox (topic, payload, state, attempts, published_at)
          SELECT 'orders.placed', jsonb_build_object('n', n), 'published', 1, now()
          FROM generate_series(1, 50000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    .await;
     for n in 0..20 {
         write(&db.pool, if n % 2 == 0 { "a" } else { "b" }, n).await;
     }
-    sqlx::query("ANALYZE jobs_outbox")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let explain = format!(
-        "EXPLAIN (FORMAT JSON) {}",
-        jobs::postgres::__private::sql::CLAIM_OUTBOX
-    );
-    let plan: serde_json::Value = sqlx::query_scalar(&explain)
+    db.execute("ANALYZE jobs_outbox").await;
+    let plan: serde_json::Value = sqlx::query_scalar(&explain(sql::CLAIM_OUTBOX))
         .bind(100_i64)
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    let scans = crate::support::scans_of(&crate::support::plan_nodes(&plan), "jobs_outbox");
+    let scans = scans_of(&plan_nodes(&plan), "jobs_outbox");
     assert!(!scans.is_empty(), "{plan}");
     assert!(
         scans.iter().all(|(node, index)| node != "Seq Scan"
@@ -443,10 +403,8 @@ async fn refused_then_committed(
     topic: &str,
     payload: serde_json::Value,
 ) -> OutboxError {
-    sqlx::query("CREATE TABLE IF NOT EXISTS orders (label text NOT NULL)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("CREATE TABLE IF NOT EXISTS orders (label text NOT NULL)")
+        .await;
     let mut tx = db.pool.begin().await.unwrap();
     sqlx::query("INSERT INTO orders (label) VALUES ($1)")
         .bind(what)
@@ -599,12 +557,7 @@ async fn a_publish_error_holding_nul_is_stored_with_the_nul_made_visible() {
     let publisher = Scripted::default();
     publisher.fail(retried, [PublishError::retryable("broker said \0busy")]);
     publisher.fail(parked, [PublishError::permanent("refused \0 for good")]);
-    let relay = Relay::new(
-        db.pool.clone(),
-        publisher.clone(),
-        config(3, Duration::from_secs(3600)),
-    )
-    .unwrap();
+    let relay = relay(&db, publisher.clone(), 3, Duration::from_secs(3600));
     // The parked row first: the retryable failure ends its batch.
     let mut reports = Vec::new();
     for _ in 0..2 {
@@ -625,18 +578,16 @@ async fn a_publish_error_holding_nul_is_stored_with_the_nul_made_visible() {
 async fn a_parked_row_with_a_topic_from_before_the_check_stays_parked_on_replay() {
     let db = Db::new().await;
     let good = write(&db.pool, "a", 1).await;
-    let bad: i64 = sqlx::query_scalar(
-        "INSERT INTO jobs_outbox (topic, payload, state, attempts, parked_at, last_error)
+    let bad = db
+        .count(
+            "INSERT INTO jobs_outbox (topic, payload, state, attempts, parked_at, last_error)
          VALUES ('a b', '{}', 'parked', 3, now(), 'refused') RETURNING id",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE jobs_outbox SET state = 'parked', parked_at = now() WHERE id = $1")
-        .bind(good)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+        )
+        .await;
+    db.execute(&format!(
+        "UPDATE jobs_outbox SET state = 'parked', parked_at = now() WHERE id = {good}"
+    ))
+    .await;
     assert_eq!(admin::replay_parked(&db.pool, None).await.unwrap(), [good]);
     assert_eq!(
         admin::replay_parked(&db.pool, Some(&[bad])).await.unwrap(),

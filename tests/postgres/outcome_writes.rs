@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use jobs::postgres::__private::sql;
 use jobs::postgres::worker::Completion;
-use jobs::WorkerConfig;
+use jobs::{WorkerConfig, WorkerHandle};
 
-use crate::support::{fast_config, plan_nodes, start_worker, wait_until, Db};
-use crate::test_jobs::record_run;
+use crate::plans::{explain, plan_nodes};
+use crate::support::{fast_config, start_worker, Db};
+use crate::test_jobs::enqueue_record_run;
 
 /// While `outage` holds a SQLSTATE, every write that takes a job out of `running` fails with
 /// that SQLSTATE, as the database would answer during a failover (`25006`), under a lock
@@ -33,39 +34,30 @@ async fn simulate_outcome_outage(db: &Db, sqlstate: &str) {
          WHEN (OLD.state = 'running' AND NEW.state <> 'running')
          EXECUTE FUNCTION refuse_outcomes()",
     ] {
-        sqlx::query(statement).execute(&db.pool).await.unwrap();
+        db.execute(statement).await;
     }
-    sqlx::query("INSERT INTO outage (sqlstate) VALUES ($1)")
-        .bind(sqlstate)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-}
-
-async fn end_outage(db: &Db) {
-    sqlx::query("DELETE FROM outage")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-}
-
-async fn wait_for_refusals(db: &Db, at_least: i64) {
-    let pool = db.pool.clone();
-    wait_until(&format!("{at_least} refused outcome writes"), || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outage_hits",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-                >= at_least
-        }
-    })
+    db.execute(&format!(
+        "INSERT INTO outage (sqlstate) VALUES ('{sqlstate}')"
+    ))
     .await;
 }
 
+/// Ends the outage [`simulate_outcome_outage`] began: outcomes are written again.
+async fn end_outage(db: &Db) {
+    db.execute("DELETE FROM outage").await;
+}
+
+/// Waits until at least `at_least` outcome writes were refused.
+async fn wait_for_refusals(db: &Db, at_least: i64) {
+    db.wait_for_count_at_least(
+        &format!("{at_least} refused outcome writes"),
+        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outage_hits",
+        at_least,
+    )
+    .await;
+}
+
+/// Fast settings, with reconnections retried within 100 ms.
 fn retrying_config() -> WorkerConfig {
     WorkerConfig {
         max_reconnect_delay: Duration::from_millis(100),
@@ -78,10 +70,7 @@ fn retrying_config() -> WorkerConfig {
 async fn an_outcome_write_failing_with(sqlstate: &str) {
     let db = Db::new().await;
     simulate_outcome_outage(&db, sqlstate).await;
-    let id = record_run::enqueue(&db.pool, sqlstate.into())
-        .await
-        .unwrap()
-        .id();
+    let id = enqueue_record_run(&db, sqlstate).await;
     let worker = start_worker(&db.pool, &["record_run"], retrying_config());
     wait_for_refusals(&db, 3).await;
     assert_eq!(db.job(id).await.state, "running");
@@ -112,20 +101,12 @@ async fn an_outcome_refused_by_an_idle_transaction_timeout_is_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_write_that_times_out_on_a_lock_is_retried() {
     let db = Db::new().await;
-    sqlx::query("CREATE TABLE releases (job_id bigint PRIMARY KEY)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let database: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!(
-        "ALTER DATABASE \"{database}\" SET lock_timeout = '200ms'"
+    db.create_releases().await;
+    db.execute(&format!(
+        "ALTER DATABASE \"{}\" SET lock_timeout = '200ms'",
+        db.name()
     ))
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    .await;
     let worker_pool = db.other_pool(5).await;
     let lock_timeout: String = sqlx::query_scalar("SHOW lock_timeout")
         .fetch_one(&worker_pool)
@@ -148,27 +129,16 @@ async fn an_outcome_write_that_times_out_on_a_lock_is_retried() {
         .execute(&mut *holder)
         .await
         .unwrap();
-    sqlx::query("INSERT INTO releases (job_id) VALUES ($1)")
-        .bind(id)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.release(id).await;
     // The outcome's statement ran and failed (it cannot succeed while the row is locked): its
     // session is idle again with that statement as its last.
-    let pool = db.pool.clone();
-    wait_until("an outcome write to time out on the lock", || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, bool>(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-                 WHERE datname = current_database() AND state = 'idle'
-                   AND query LIKE '%WITH recorded AS%' AND query NOT LIKE '%pg_stat_activity%')",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-        }
-    })
+    db.wait_for_count_at_least(
+        "an outcome write to time out on the lock",
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND state = 'idle'
+           AND query LIKE '%WITH recorded AS%' AND query NOT LIKE '%pg_stat_activity%'",
+        1,
+    )
     .await;
     assert_eq!(db.job(id).await.state, "running");
     holder.commit().await.unwrap();
@@ -178,31 +148,40 @@ async fn an_outcome_write_that_times_out_on_a_lock_is_retried() {
     assert!(job.errors.is_empty());
 }
 
+/// Six `record_run` jobs and a worker that runs two at a time, the database refusing their
+/// outcomes (too many connections: an error of reach, retried for as long as the leases hold),
+/// once four have run and three outcome writes were refused: one outcome being written, one
+/// queued (the queue holds `max_batch`), and one waiting in each of the two slots; two jobs
+/// stay ready. Returns the jobs' ids and the worker.
+async fn full_outcome_queue(db: &Db) -> (Vec<i64>, WorkerHandle) {
+    simulate_outcome_outage(db, "53300").await;
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        ids.push(enqueue_record_run(db, &format!("job {n}")).await);
+    }
+    let config = WorkerConfig {
+        default_concurrency: 2,
+        completion: Completion::Batched { max_batch: 1 },
+        ..retrying_config()
+    };
+    let worker = start_worker(&db.pool, &["record_run"], config);
+    db.wait_for_count(
+        "four runs, two of them waiting on the full queue",
+        "SELECT count(*) FROM runs",
+        4,
+    )
+    .await;
+    wait_for_refusals(db, 3).await;
+    (ids, worker)
+}
+
 /// With the database unable to take outcomes, the completer's queue fills up and executors wait
 /// for room holding their slots: the worker stops claiming instead of running jobs whose
 /// outcomes pile up in memory. Nothing is lost once the database takes outcomes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_outcome_queue_holds_executors_back() {
     let db = Db::new().await;
-    // Too many connections: an error of reach, retried for as long as the leases hold.
-    simulate_outcome_outage(&db, "53300").await;
-    let mut ids = Vec::new();
-    for n in 0..6 {
-        ids.push(
-            record_run::enqueue(&db.pool, format!("job {n}"))
-                .await
-                .unwrap()
-                .id(),
-        );
-    }
-    let config = WorkerConfig {
-        default_concurrency: 2,
-        // One outcome being written, one queued (the queue holds `max_batch`), and one waiting
-        // in each of the two slots: four jobs run, two stay ready.
-        completion: Completion::Batched { max_batch: 1 },
-        ..retrying_config()
-    };
-    let worker = start_worker(&db.pool, &["record_run"], config);
+    let (ids, worker) = full_outcome_queue(&db).await;
     wait_for_refusals(&db, 8).await;
     assert_eq!(db.count("SELECT count(*) FROM runs").await, 4);
     assert_eq!(
@@ -226,20 +205,15 @@ async fn a_full_outcome_queue_holds_executors_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
                                  lease_token, lease_expires_at, attempted_at)
          SELECT 'record_run', 'default', '{}'::jsonb, 'running', 1, 8,
                 gen_random_uuid(), now() + interval '1 hour', now()
          FROM generate_series(1, 100000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
     let (ids, tokens): (Vec<i64>, Vec<uuid::Uuid>) = sqlx::query_as::<_, (i64, uuid::Uuid)>(
         "SELECT id, lease_token FROM jobs_queue ORDER BY id LIMIT 500",
     )
@@ -249,7 +223,6 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
     .into_iter()
     .unzip();
     let count = ids.len();
-    let explain = |statement: &str| format!("EXPLAIN (FORMAT JSON) {statement}");
     let heartbeat: serde_json::Value = sqlx::query_scalar(&explain(sql::HEARTBEAT))
         .bind(&ids)
         .bind(&tokens)
@@ -304,30 +277,7 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_at_once_frees_executors_waiting_on_a_full_outcome_queue() {
     let db = Db::new().await;
-    simulate_outcome_outage(&db, "53300").await;
-    for n in 0..6 {
-        record_run::enqueue(&db.pool, format!("job {n}"))
-            .await
-            .unwrap();
-    }
-    let config = WorkerConfig {
-        default_concurrency: 2,
-        completion: Completion::Batched { max_batch: 1 },
-        ..retrying_config()
-    };
-    let worker = start_worker(&db.pool, &["record_run"], config);
-    wait_until("four runs, two of them waiting on the full queue", || {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM runs")
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 4
-        }
-    })
-    .await;
-    wait_for_refusals(&db, 3).await;
+    let (_, worker) = full_outcome_queue(&db).await;
     // The outage lasts until `end_outage`: a stop that waited on the blocked executors would
     // never return, so a deadline far above any scheduling delay tells the two apart.
     tokio::time::timeout(Duration::from_secs(30), worker.stop_now())
@@ -348,30 +298,7 @@ async fn a_stop_at_once_frees_executors_waiting_on_a_full_outcome_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_waits_for_the_outcomes_of_a_full_queue() {
     let db = Db::new().await;
-    simulate_outcome_outage(&db, "53300").await;
-    for n in 0..6 {
-        record_run::enqueue(&db.pool, format!("job {n}"))
-            .await
-            .unwrap();
-    }
-    let config = WorkerConfig {
-        default_concurrency: 2,
-        completion: Completion::Batched { max_batch: 1 },
-        ..retrying_config()
-    };
-    let worker = start_worker(&db.pool, &["record_run"], config);
-    wait_until("four runs, two of them waiting on the full queue", || {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM runs")
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 4
-        }
-    })
-    .await;
-    wait_for_refusals(&db, 3).await;
+    let (_, worker) = full_outcome_queue(&db).await;
     let shutdown = tokio::spawn(worker.shutdown());
     wait_for_refusals(&db, 6).await;
     end_outage(&db).await;

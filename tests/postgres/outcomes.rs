@@ -1,39 +1,47 @@
 //! What happens to a job after each kind of run: done, retried on schedule, dead with its
 //! errors kept, snoozed, cancelled.
 
-use jobs::{DedupeScope, NewJob, RetryPolicy, RunAt};
+use jobs::{DedupeScope, JobId, NewJob, RetryPolicy, RunAt};
+use serde_json::Value;
 
 use crate::support::Db;
 use crate::test_jobs::{
-    always_failing, bad_input, cancels, charge_card, default_backoff, flaky, panics_once,
-    record_run, snoozes_once, too_slow,
+    always_failing, bad_input, cancels, charge_card, default_backoff, enqueue_record_run, flaky,
+    panics_once, snoozes_once, too_slow,
 };
+
+/// Enqueues a job of `kind` in queue `default` with `payload` and `priority` through the
+/// untyped API, as another release's code (or a typo) would write it; returns its id.
+async fn enqueue_untyped(db: &Db, kind: &'static str, payload: Value, priority: i16) -> JobId {
+    let job = NewJob {
+        kind,
+        queue: "default".into(),
+        payload,
+        priority,
+        max_attempts: 8,
+        run_at: RunAt::Now,
+        dedupe_key: None,
+        dedupe_scope: DedupeScope::Retained,
+    };
+    let mut conn = db.pool.acquire().await.unwrap();
+    jobs::enqueue_job(&mut conn, &job).await.unwrap().id()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_job_runs_once_when_all_is_healthy() {
     let db = Db::new().await;
-    let id = record_run::enqueue(&db.pool, "once".into())
-        .await
-        .unwrap()
-        .id();
-    let worker = db.start_worker(&["record_run"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let id = enqueue_record_run(&db, "once").await;
+    let job = db.run_until(&["record_run"], id, "done").await;
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
-    let runs = db
-        .count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-        .await;
-    assert_eq!(runs, 1);
+    assert_eq!(db.runs_of(id).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_failures_retry_then_succeed_keeping_each_error() {
     let db = Db::new().await;
     let id = flaky::enqueue(&db.pool, 2).await.unwrap().id();
-    let worker = db.start_worker(&["flaky"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["flaky"], id, "done").await;
     assert_eq!(job.attempts, 3);
     let errors: Vec<(i32, &str, &str)> = job
         .errors
@@ -54,29 +62,20 @@ async fn a_transient_failure_schedules_the_retry_inside_the_backoff_window() {
     let db = Db::new().await;
     let id = default_backoff::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["default_backoff"]);
-    crate::support::wait_until("the first attempt to fail", || {
-        let pool = db.pool.clone();
-        async move {
-            let failed: i64 = sqlx::query_scalar(
-                "SELECT jsonb_array_length(errors)::bigint FROM jobs_queue WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_one(&pool)
+    crate::support::wait_until("the first attempt to fail", || async {
+        db.job_value::<i64>(id, "jsonb_array_length(errors)::bigint")
             .await
-            .unwrap();
-            failed == 1
-        }
+            == 1
     })
     .await;
     worker.shutdown().await.expect("the worker stops");
     // run_at - time of failure must lie in the window of attempt 1: [15 s, 30 s].
-    let delay: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM run_at - (errors->0->>'at')::timestamptz)::float8 FROM jobs_queue WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let delay: f64 = db
+        .job_value(
+            id,
+            "extract(epoch FROM run_at - (errors->0->>'at')::timestamptz)::float8",
+        )
+        .await;
     let (shortest, longest) = RetryPolicy::default().backoff_window(1);
     assert!(
         delay >= shortest.as_secs_f64() - 0.01 && delay <= longest.as_secs_f64() + 0.01,
@@ -90,9 +89,7 @@ async fn a_transient_failure_schedules_the_retry_inside_the_backoff_window() {
 async fn exhausted_attempts_go_dead_with_every_error_kept() {
     let db = Db::new().await;
     let id = always_failing::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["always_failing"]);
-    let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["always_failing"], id, "dead").await;
     assert_eq!(job.attempts, 3);
     assert_eq!(job.errors.len(), 3);
     for (number, entry) in job.errors.iter().enumerate() {
@@ -101,10 +98,7 @@ async fn exhausted_attempts_go_dead_with_every_error_kept() {
         assert_eq!(entry.error, "connection refused");
         assert!(!entry.at.is_empty());
     }
-    let runs = db
-        .count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-        .await;
-    assert_eq!(runs, 3);
+    assert_eq!(db.runs_of(id).await, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,10 +109,12 @@ async fn permanent_errors_go_dead_at_once_with_the_error_kept() {
         .unwrap()
         .id();
     let declined = charge_card::enqueue(&db.pool, 500).await.unwrap().id();
-    let worker = db.start_worker(&["bad_input", "charge_card"]);
-    let job = db.wait_for_state(id, "dead").await;
-    let declined = db.wait_for_state(declined, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let [job, declined] = db
+        .run_until_each(
+            &["bad_input", "charge_card"],
+            [(id, "dead"), (declined, "dead")],
+        )
+        .await;
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "permanent");
@@ -136,9 +132,7 @@ async fn permanent_errors_go_dead_at_once_with_the_error_kept() {
 async fn panics_are_caught_and_retried() {
     let db = Db::new().await;
     let id = panics_once::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["panics_once"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["panics_once"], id, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors[0].kind, "panic");
     assert!(
@@ -154,9 +148,7 @@ async fn panics_are_caught_and_retried() {
 async fn a_run_past_its_timeout_is_abandoned_as_a_transient_failure() {
     let db = Db::new().await;
     let id = too_slow::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["too_slow"]);
-    let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["too_slow"], id, "dead").await;
     assert_eq!(job.errors[0].kind, "timeout");
     assert!(
         job.errors[0].error.contains("100ms"),
@@ -168,22 +160,8 @@ async fn a_run_past_its_timeout_is_abandoned_as_a_transient_failure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecodable_payload_goes_dead_naming_the_kind_and_the_decode_error() {
     let db = Db::new().await;
-    let job = NewJob {
-        kind: "record_run",
-        queue: "default".into(),
-        payload: serde_json::json!({ "lable": "typo" }),
-        priority: 0,
-        max_attempts: 8,
-        run_at: RunAt::Now,
-        dedupe_key: None,
-        dedupe_scope: DedupeScope::Retained,
-    };
-    let mut conn = db.pool.acquire().await.unwrap();
-    let id = jobs::enqueue_job(&mut conn, &job).await.unwrap().id();
-    drop(conn);
-    let worker = db.start_worker(&["record_run"]);
-    let job = db.wait_for_state(id, "dead").await;
-    worker.shutdown().await.expect("the worker stops");
+    let id = enqueue_untyped(&db, "record_run", serde_json::json!({ "lable": "typo" }), 0).await;
+    let job = db.run_until(&["record_run"], id, "dead").await;
     assert_eq!(job.attempts, 1);
     assert_eq!(job.errors[0].kind, "undecodable");
     let message = &job.errors[0].error;
@@ -195,26 +173,9 @@ async fn an_undecodable_payload_goes_dead_naming_the_kind_and_the_decode_error()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_leaves_unknown_kinds_alone() {
     let db = Db::new().await;
-    let unknown = NewJob {
-        kind: "from_a_newer_release",
-        queue: "default".into(),
-        payload: serde_json::json!({}),
-        priority: 100,
-        max_attempts: 8,
-        run_at: RunAt::Now,
-        dedupe_key: None,
-        dedupe_scope: DedupeScope::Retained,
-    };
-    let mut conn = db.pool.acquire().await.unwrap();
-    let unknown = jobs::enqueue_job(&mut conn, &unknown).await.unwrap().id();
-    drop(conn);
-    let known = record_run::enqueue(&db.pool, "known".into())
-        .await
-        .unwrap()
-        .id();
-    let worker = db.start_worker(&["record_run"]);
-    db.wait_for_state(known, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let unknown = enqueue_untyped(&db, "from_a_newer_release", serde_json::json!({}), 100).await;
+    let known = enqueue_record_run(&db, "known").await;
+    db.run_until(&["record_run"], known, "done").await;
     let job = db.job(unknown).await;
     assert_eq!((job.state.as_str(), job.attempts), ("ready", 0));
 }
@@ -223,25 +184,17 @@ async fn a_worker_leaves_unknown_kinds_alone() {
 async fn snooze_runs_again_later_without_using_an_attempt() {
     let db = Db::new().await;
     let id = snoozes_once::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["snoozes_once"]);
-    let job = db.wait_for_state(id, "done").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["snoozes_once"], id, "done").await;
     // max_attempts is 1: the snooze did not use it up.
     assert_eq!(job.attempts, 1);
-    assert_eq!(
-        db.count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
-            .await,
-        2
-    );
+    assert_eq!(db.runs_of(id).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_ends_the_job_with_its_reason() {
     let db = Db::new().await;
     let id = cancels::enqueue(&db.pool).await.unwrap().id();
-    let worker = db.start_worker(&["cancels"]);
-    let job = db.wait_for_state(id, "cancelled").await;
-    worker.shutdown().await.expect("the worker stops");
+    let job = db.run_until(&["cancels"], id, "cancelled").await;
     assert_eq!(job.errors[0].kind, "cancelled");
     assert_eq!(job.errors[0].error, "order was refunded");
 }

@@ -3,53 +3,30 @@
 
 use jobs::postgres::__private::sql;
 
-use crate::support::{plan_nodes, scans_of, Db};
-use crate::test_jobs::record_run;
-
-/// Simulates a worker that claimed the job and died: running, with a lease already expired.
-async fn abandon(db: &Db, id: i64, attempts: i32) {
-    sqlx::query(
-        "UPDATE jobs_queue SET state = 'running', attempts = $2, lease_token = gen_random_uuid(),
-                lease_expires_at = now() - interval '1 second' WHERE id = $1",
-    )
-    .bind(id)
-    .bind(attempts)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-}
-
-async fn orphan(db: &Db, label: &str, attempts: i32) -> i64 {
-    let id = record_run::enqueue(&db.pool, label.into())
-        .await
-        .unwrap()
-        .id();
-    abandon(db, id, attempts).await;
-    id
-}
+use crate::plans::{explain, plan_nodes, scans_of};
+use crate::support::Db;
+use crate::test_jobs::orphaned_record_run;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_the_database_refuses_to_rescue_holds_back_no_other() {
     let db = Db::new().await;
     // A rule of the application's: audited jobs may not go dead. The database refuses the
     // rescue of one that used up its attempts.
-    sqlx::query(
+    db.execute(
         "ALTER TABLE jobs_queue ADD CONSTRAINT audited_jobs_never_die
          CHECK (state <> 'dead' OR payload->>'label' IS DISTINCT FROM 'audited')",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    .await;
     // Expired first, so that it is in the rescue's first batch.
-    let refused = orphan(&db, "audited", 8).await;
-    let ordinary = orphan(&db, "ordinary", 1).await;
+    let refused = orphaned_record_run(&db, "audited", 8).await;
+    let ordinary = orphaned_record_run(&db, "ordinary", 1).await;
     let worker = db.start_worker(&["record_run"]);
     let job = db.wait_for_state(ordinary, "done").await;
     assert_eq!(job.attempts, 2);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "lease_expired");
     // Later sweeps still rescue, the refused row set aside.
-    let later = orphan(&db, "later", 1).await;
+    let later = orphaned_record_run(&db, "later", 1).await;
     let job = db.wait_for_state(later, "done").await;
     assert_eq!(job.attempts, 2);
     worker.shutdown().await.expect("the worker stops");
@@ -67,23 +44,17 @@ async fn a_row_the_database_refuses_to_rescue_holds_back_no_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rescue_statements_never_walk_finished_rows() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
          SELECT 'record_run', 'default', '{}'::jsonb, 'done', 1, 8, now()
          FROM generate_series(1, 100000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    .await;
     for n in 0..20 {
-        orphan(&db, &format!("orphan {n}"), 1).await;
+        orphaned_record_run(&db, &format!("orphan {n}"), 1).await;
     }
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("ANALYZE jobs_queue").await;
     let set_aside: Vec<i64> = vec![1, 2, 3];
-    let explain = |statement: &str| format!("EXPLAIN (FORMAT JSON) {statement}");
     let mut plans = Vec::new();
     for (name, statement) in [("rescue", sql::RESCUE_EXPIRED), ("list", sql::LIST_EXPIRED)] {
         let plan: serde_json::Value = sqlx::query_scalar(&explain(statement))

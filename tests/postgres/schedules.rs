@@ -12,7 +12,7 @@ use jobs::{
 };
 use sqlx::PgPool;
 
-use crate::support::{fast_config, wait_until, Db};
+use crate::support::{fast_config, refusal, wait_until, Db};
 
 /// Records its run.
 #[job(max_attempts = 1)]
@@ -93,8 +93,9 @@ async fn ticks_created_since(
 }
 
 /// Runs two workers with an every-second schedule until two ticks are done, stops both for
-/// five ticks, starts one again, and returns (the latest tick enqueued before the stop, the
-/// ticks the first pass after the restart enqueued, the database's clock at that pass).
+/// five ticks, starts one again, checks that six ticks or more passed between the latest tick
+/// enqueued before the stop and the first pass after the restart, and returns (that latest
+/// tick, the ticks that pass enqueued, the whole second of the database's clock at that pass).
 async fn stop_for_five_ticks(
     missed: MissedTicks,
 ) -> (DateTime<Utc>, Vec<DateTime<Utc>>, DateTime<Utc>) {
@@ -102,10 +103,8 @@ async fn stop_for_five_ticks(
     let other = db.other_pool(5).await;
     let first = start(db.pool.clone(), every_second("tick", missed));
     let second = start(other.clone(), every_second("tick", missed));
-    wait_until("two ticks to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 2
-    })
-    .await;
+    db.wait_for_count_at_least("two ticks to run", "SELECT count(*) FROM runs", 2)
+        .await;
     first.shutdown().await.expect("the worker stops");
     second.shutdown().await.expect("the worker stops");
     let stopped_at = database_now(&db.pool).await;
@@ -133,41 +132,35 @@ async fn stop_for_five_ticks(
         .filter(|(_, created)| *created == first_pass)
         .map(|(tick, _)| *tick)
         .collect();
-    (last_before, ticks, first_pass)
+    let on_time = whole_second(first_pass);
+    assert!(
+        on_time - last_before >= TimeDelta::seconds(6),
+        "{last_before} {on_time}"
+    );
+    (last_before, ticks, on_time)
 }
 
+/// `at`, its fraction of a second dropped.
 fn whole_second(at: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp(at.timestamp(), 0).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_downtime_the_latest_missed_tick_runs_once() {
-    let (last_before, ticks, pass_at) = stop_for_five_ticks(MissedTicks::Latest).await;
-    let on_time = whole_second(pass_at);
-    assert!(
-        on_time - last_before >= TimeDelta::seconds(6),
-        "{last_before} {on_time}"
-    );
+    let (_, ticks, on_time) = stop_for_five_ticks(MissedTicks::Latest).await;
     assert_eq!(ticks, [on_time - TimeDelta::seconds(1), on_time]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_downtime_skip_runs_no_missed_tick() {
-    let (last_before, ticks, pass_at) = stop_for_five_ticks(MissedTicks::Skip).await;
-    let on_time = whole_second(pass_at);
-    assert!(
-        on_time - last_before >= TimeDelta::seconds(6),
-        "{last_before} {on_time}"
-    );
+    let (_, ticks, on_time) = stop_for_five_ticks(MissedTicks::Skip).await;
     assert_eq!(ticks, [on_time]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_downtime_all_runs_every_missed_tick_up_to_its_bound() {
-    let (last_before, ticks, pass_at) = stop_for_five_ticks(MissedTicks::All { max: 100 }).await;
-    let on_time = whole_second(pass_at);
+    let (last_before, ticks, on_time) = stop_for_five_ticks(MissedTicks::All { max: 100 }).await;
     let gap = (on_time - last_before).num_seconds();
-    assert!(gap >= 6, "{last_before} {on_time}");
     let every_tick: Vec<DateTime<Utc>> = (1..=gap)
         .map(|second| last_before + TimeDelta::seconds(second))
         .collect();
@@ -177,10 +170,7 @@ async fn after_downtime_all_runs_every_missed_tick_up_to_its_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_limited_to_one_running_job_never_overlaps() {
     let db = Db::new().await;
-    sqlx::query("CREATE TABLE spans (job_id bigint NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("CREATE TABLE spans (job_id bigint NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL)").await;
     let other = db.other_pool(5).await;
     let workers: Vec<_> = [db.pool.clone(), other]
         .into_iter()
@@ -281,10 +271,8 @@ async fn a_schedule_whose_runs_keep_failing_is_reported_missing() {
 async fn a_succeeding_schedule_is_healthy_and_records_its_success() {
     let db = Db::new().await;
     let worker = start(db.pool.clone(), every_second("tick", MissedTicks::Latest));
-    wait_until("three ticks to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 3
-    })
-    .await;
+    db.wait_for_count_at_least("three ticks to run", "SELECT count(*) FROM runs", 3)
+        .await;
     let stats = admin::stats(&db.pool).await.unwrap();
     worker.shutdown().await.expect("the worker stops");
     let thresholds = HealthThresholds {
@@ -310,10 +298,7 @@ async fn a_worker_refuses_schedules_it_cannot_run() {
         for schedule in schedules {
             builder = builder.schedule(schedule);
         }
-        builder
-            .build()
-            .err()
-            .expect("the worker must refuse to start")
+        refusal(builder)
     };
     let unknown = build(vec![every_second("bad_input", MissedTicks::Latest)]);
     assert!(
@@ -348,10 +333,8 @@ async fn a_schedule_declared_in_the_attribute_runs() {
     assert_eq!(described, ["declared_tick (declared_tick, every 1s)"]);
     assert_eq!(worker.schedules()[0].missed_ticks(), MissedTicks::Skip);
     let worker = worker.start();
-    wait_until("two declared ticks to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 2
-    })
-    .await;
+    db.wait_for_count_at_least("two declared ticks to run", "SELECT count(*) FROM runs", 2)
+        .await;
     worker.shutdown().await.expect("the worker stops");
     let runs = db
         .count(
@@ -369,20 +352,18 @@ async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on()
         db.pool.clone(),
         every_second("tick", MissedTicks::All { max: 100 }),
     );
-    wait_until("a tick to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 1
-    })
-    .await;
+    db.wait_for_count_at_least("a tick to run", "SELECT count(*) FROM runs", 1)
+        .await;
     let removal = admin::remove_schedule(&db.pool, "tick", admin::Removal::Force)
         .await
         .unwrap();
     assert_eq!(removal, admin::ScheduleRemoval::Removed);
     let removed_at = database_now(&db.pool).await;
-    wait_until("the schedule to be registered again", || async {
-        db.count("SELECT count(*) FROM jobs_schedules WHERE name = 'tick'")
-            .await
-            == 1
-    })
+    db.wait_for_count(
+        "the schedule to be registered again",
+        "SELECT count(*) FROM jobs_schedules WHERE name = 'tick'",
+        1,
+    )
     .await;
     wait_until(
         "three ticks after the removal to be enqueued and run",
@@ -398,11 +379,9 @@ async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on()
     worker.shutdown().await.expect("the worker stops");
     // No tick was lost across the removal: the ticks enqueued are consecutive seconds, the
     // ones that came due while the row was missing included.
-    let ticks: Vec<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT run_at FROM jobs_queue WHERE schedule = 'tick' ORDER BY run_at")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let ticks: Vec<DateTime<Utc>> = db
+        .column("SELECT run_at FROM jobs_queue WHERE schedule = 'tick' ORDER BY run_at")
+        .await;
     assert!(
         ticks
             .windows(2)
@@ -415,10 +394,8 @@ async fn a_worker_whose_schedule_row_is_removed_registers_it_again_and_goes_on()
 async fn removing_a_schedule_still_kept_up_with_needs_force() {
     let db = Db::new().await;
     let worker = start(db.pool.clone(), every_second("tick", MissedTicks::Latest));
-    wait_until("a tick to run", || async {
-        db.count("SELECT count(*) FROM runs").await >= 1
-    })
-    .await;
+    db.wait_for_count_at_least("a tick to run", "SELECT count(*) FROM runs", 1)
+        .await;
     let refused = admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
         .await
         .unwrap();
@@ -433,10 +410,8 @@ async fn removing_a_schedule_still_kept_up_with_needs_force() {
     );
     worker.shutdown().await.expect("the worker stops");
     // Once no worker keeps it up for two ticks, it goes without force.
-    sqlx::query("UPDATE jobs_schedules SET last_tick_at = last_tick_at - interval '3 seconds'")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("UPDATE jobs_schedules SET last_tick_at = last_tick_at - interval '3 seconds'")
+        .await;
     assert_eq!(
         admin::remove_schedule(&db.pool, "tick", admin::Removal::IfInactive)
             .await

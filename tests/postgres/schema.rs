@@ -1,6 +1,7 @@
 //! Migrations, and the plan of the claim query.
 
-use crate::support::{plan_nodes, scans_of, Db};
+use crate::plans::{assert_no_seq_scan, claim_of_16, explain, plan_nodes, plan_of, scans_of};
+use crate::support::{fast_config, start_worker, Db};
 use jobs::postgres::__private::sql;
 use jobs::postgres::testing::TestDatabase;
 
@@ -28,11 +29,9 @@ async fn migrations_are_safe_to_run_from_many_processes_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migration_history_is_kept_apart_from_the_applications() {
     let db = Db::new().await;
-    let history: Vec<(i32, String)> =
-        sqlx::query_as("SELECT version, name FROM jobs_migrations ORDER BY version")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let history: Vec<(i32, String)> = db
+        .rows("SELECT version, name FROM jobs_migrations ORDER BY version")
+        .await;
     assert_eq!(
         history,
         vec![
@@ -59,46 +58,28 @@ async fn migration_history_is_kept_apart_from_the_applications() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claiming_never_walks_done_or_dead_rows() {
     let db = Db::new().await;
-    sqlx::query(
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
          SELECT 'record_run', 'default', '{}'::jsonb,
                 CASE WHEN n % 10 = 0 THEN 'dead' ELSE 'done' END, 1, 8, now()
          FROM generate_series(1, 50000) AS n",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query(
+    .await;
+    db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
          SELECT 'record_run', 'default', '{}'::jsonb, 8 FROM generate_series(1, 20)",
     )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE jobs_queue")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
 
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", sql::CLAIM_JOBS);
-    let plan: serde_json::Value = sqlx::query_scalar(&explain)
-        .bind("default")
-        .bind(vec!["record_run"])
-        .bind(16_i64)
-        .bind(vec![30.0_f64])
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    let nodes = plan_nodes(&plan);
-    let scans: Vec<(String, String)> = scans_of(&nodes, "jobs_queue");
+    let claim = explain(sql::CLAIM_JOBS);
+    let plan = plan_of(&db, "CLAIM_JOBS", claim_of_16(&claim, &["record_run"])).await;
+    let scans = scans_of(&plan_nodes(&plan), "jobs_queue");
     assert!(
         scans.iter().any(|(_, index)| index == "jobs_queue_ready"),
         "the claim must find candidates through the ready-only index: {scans:?}"
     );
-    assert!(
-        scans.iter().all(|(node, _)| node != "Seq Scan"),
-        "the claim must not scan the table: {scans:?}"
-    );
+    assert_no_seq_scan(&scans, "the claim");
 }
 
 /// Succeeds at once: a job for the least-privilege runtime role to run.
@@ -153,11 +134,7 @@ async fn a_runtime_role_with_dml_only_migrates_nothing_and_runs_jobs() {
                 .expect("an up-to-date schema migrates without CREATE");
             assert!(report.applied.is_empty());
             let id = least_privilege_probe::enqueue(&runtime).await.unwrap().id();
-            let worker = crate::support::start_worker(
-                &runtime,
-                &["least_privilege_probe"],
-                crate::support::fast_config(),
-            );
+            let worker = start_worker(&runtime, &["least_privilege_probe"], fast_config());
             crate::support::wait_until("the probe to be done", || {
                 let runtime = runtime.clone();
                 async move {
@@ -191,20 +168,16 @@ async fn a_runtime_role_with_dml_only_migrates_nothing_and_runs_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_applied_migration_edited_since_is_reported() {
     let db = Db::new().await;
-    let checksums: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT checksum FROM jobs_migrations ORDER BY version")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let checksums: Vec<Option<String>> = db
+        .column("SELECT checksum FROM jobs_migrations ORDER BY version")
+        .await;
     let embedded: Vec<Option<String>> = jobs::postgres::migrate::MIGRATIONS
         .iter()
         .map(|migration| Some(migration.checksum()))
         .collect();
     assert_eq!(checksums, embedded);
-    sqlx::query("UPDATE jobs_migrations SET checksum = 'edited' WHERE version = 2")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("UPDATE jobs_migrations SET checksum = 'edited' WHERE version = 2")
+        .await;
     match jobs::migrate(&db.pool).await {
         Err(jobs::postgres::migrate::MigrateError::ChecksumMismatch {
             version: 2,
@@ -219,17 +192,13 @@ async fn an_applied_migration_edited_since_is_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_history_from_before_checksums_gets_them() {
     let db = Db::new().await;
-    sqlx::query("ALTER TABLE jobs_migrations DROP COLUMN checksum")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("ALTER TABLE jobs_migrations DROP COLUMN checksum")
+        .await;
     let report = jobs::migrate(&db.pool).await.unwrap();
     assert!(report.applied.is_empty());
-    let missing: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs_migrations WHERE checksum IS NULL")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let missing = db
+        .count("SELECT count(*) FROM jobs_migrations WHERE checksum IS NULL")
+        .await;
     assert_eq!(missing, 0);
     assert!(jobs::migrate(&db.pool).await.unwrap().applied.is_empty());
 }

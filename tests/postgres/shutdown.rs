@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::{fast_config, start_worker, wait_until, Db};
+use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::{finishes_on_shutdown, ignores_shutdown};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -20,17 +20,8 @@ async fn shutdown_lets_jobs_finish_within_grace_and_hands_back_the_rest() {
         &["finishes_on_shutdown", "ignores_shutdown"],
         config,
     );
-    wait_until("both jobs to start", || {
-        let pool = db.pool.clone();
-        async move {
-            let started: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            started == 2
-        }
-    })
-    .await;
+    db.wait_for_count("both jobs to start", "SELECT count(*) FROM runs", 2)
+        .await;
     worker.shutdown().await.expect("the worker stops");
 
     let finished = db.job(finishing).await;

@@ -3,41 +3,24 @@
 
 use std::time::Duration;
 
-use jobs::postgres::testing::TestDatabase;
-use jobs::{JobId, Worker, WorkerConfig, WorkerHandle};
-use sqlx::PgPool;
+use jobs::{JobId, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle};
+use sqlx::{PgPool, Postgres};
 
-/// A fresh, migrated database with a `runs` table where test jobs record each run.
-pub struct Db {
-    pub pool: PgPool,
-    _database: TestDatabase,
+jobs_testkit::suite_db! {
+    /// The test kit's fresh, migrated database, with a `runs` table where test jobs record each
+    /// run.
+    Db
 }
 
 impl Db {
+    /// A migrated database with an empty `runs` table.
     pub async fn new() -> Self {
-        let database = TestDatabase::create().await.expect("create test database");
-        let pool = database.pool(20).await.expect("connect to test database");
-        jobs::migrate(&pool).await.expect("migrate");
-        sqlx::query(
+        let db = jobs_testkit::Db::migrated().await;
+        db.execute(
             "CREATE TABLE runs (job_id bigint NOT NULL, attempt integer NOT NULL, ran_at timestamptz NOT NULL DEFAULT clock_timestamp())",
         )
-        .execute(&pool)
-        .await
-        .expect("create runs table");
-        Self {
-            pool,
-            _database: database,
-        }
-    }
-
-    /// The database's URL, for a connection of its own.
-    pub fn url(&self) -> String {
-        self._database.url().to_string()
-    }
-
-    /// A second pool to the same database, as another process would have.
-    pub async fn other_pool(&self, connections: u32) -> PgPool {
-        self._database.pool(connections).await.expect("connect")
+        .await;
+        db.into()
     }
 
     /// Starts a worker for `kinds` with fast polling and rescue, and the pool as state.
@@ -45,6 +28,13 @@ impl Db {
         start_worker(&self.pool, kinds, fast_config())
     }
 
+    /// How many runs job `id` recorded in `runs`.
+    pub async fn runs_of(&self, id: JobId) -> i64 {
+        self.count(&format!("SELECT count(*) FROM runs WHERE job_id = {id}"))
+            .await
+    }
+
+    /// Job `id`'s row as tests look at it.
     pub async fn job(&self, id: JobId) -> JobRow {
         sqlx::query_as(
             "SELECT kind, state, attempts, max_attempts, errors,
@@ -57,32 +47,122 @@ impl Db {
         .expect("job row")
     }
 
-    pub async fn count(&self, sql: &str) -> i64 {
-        sqlx::query_scalar(sql)
-            .fetch_one(&self.pool)
-            .await
-            .expect("count query")
-    }
-
-    /// Waits until job `id` is in `state`, or panics after 20 s.
+    /// Waits until job `id` is in `state`, or panics after 20 s; returns its row then.
     pub async fn wait_for_state(&self, id: JobId, state: &str) -> JobRow {
-        let pool = self.pool.clone();
-        let state = state.to_string();
-        wait_until(&format!("job {id} to be {state}"), || {
-            let pool = pool.clone();
-            let state = state.clone();
-            async move {
-                let current: String =
-                    sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
-                        .bind(id)
-                        .fetch_one(&pool)
-                        .await
-                        .expect("state");
-                current == state
-            }
+        wait_until(&format!("job {id} to be {state}"), || async {
+            self.job_value::<String>(id, "state").await == state
         })
         .await;
         self.job(id).await
+    }
+
+    /// Starts a worker for `kinds` (as [`start_worker`](Self::start_worker) does), waits until
+    /// job `id` is in `state`, and shuts the worker down; returns the job's row as it was
+    /// reached.
+    pub async fn run_until(&self, kinds: &[&str], id: JobId, state: &str) -> JobRow {
+        let [job] = self.run_until_each(kinds, [(id, state)]).await;
+        job
+    }
+
+    /// Starts a worker for `kinds`, waits until each job is in its state, in order, and shuts
+    /// the worker down; returns the jobs' rows as they were reached.
+    pub async fn run_until_each<const N: usize>(
+        &self,
+        kinds: &[&str],
+        jobs: [(JobId, &str); N],
+    ) -> [JobRow; N] {
+        let worker = self.start_worker(kinds);
+        let mut rows = Vec::with_capacity(N);
+        for (id, state) in jobs {
+            rows.push(self.wait_for_state(id, state).await);
+        }
+        worker.shutdown().await.expect("the worker stops");
+        rows.try_into().expect("one row per job")
+    }
+
+    /// Makes job `id` look claimed by a worker that died: running after `attempts` attempts,
+    /// under a lease token of its own that expired a second ago.
+    pub async fn abandon(&self, id: JobId, attempts: i32) {
+        sqlx::query(
+            "UPDATE jobs_queue SET state = 'running', attempts = $2, lease_token = gen_random_uuid(),
+                    lease_expires_at = now() - interval '1 second' WHERE id = $1",
+        )
+        .bind(id)
+        .bind(attempts)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    /// Gives job `id` another lease token, as another worker taking it over (after a rescue
+    /// and a new claim) would; returns the new token.
+    pub async fn take_over(&self, id: JobId) -> uuid::Uuid {
+        sqlx::query_scalar(
+            "UPDATE jobs_queue SET lease_token = gen_random_uuid() WHERE id = $1 RETURNING lease_token",
+        )
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await
+        .unwrap()
+    }
+
+    /// Job `id`'s state and lease token.
+    pub async fn state_and_token(&self, id: JobId) -> (String, Option<uuid::Uuid>) {
+        sqlx::query_as("SELECT state, lease_token FROM jobs_queue WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    /// When job `id`'s lease expires, in seconds since the epoch (`None` without a lease).
+    pub async fn lease_expiry(&self, id: JobId) -> Option<f64> {
+        self.job_value(id, "extract(epoch FROM lease_expires_at)::float8")
+            .await
+    }
+
+    /// The value of the SQL `expression` over job `id`'s row.
+    pub async fn job_value<T>(&self, id: JobId, expression: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send + Unpin,
+    {
+        sqlx::query_scalar(&format!(
+            "SELECT {expression} FROM jobs_queue WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await
+        .unwrap_or_else(|error| panic!("{expression} of job {id}: {error}"))
+    }
+
+    /// Waits until the database's clock is past `epoch_secs` (seconds since the epoch) by
+    /// `margin_secs`; panics after 20 s naming `what` it waited for.
+    pub async fn wait_for_clock_past(&self, what: &str, epoch_secs: f64, margin_secs: f64) {
+        wait_until(what, || async {
+            sqlx::query_scalar::<_, bool>("SELECT extract(epoch FROM now())::float8 > $1 + $2")
+                .bind(epoch_secs)
+                .bind(margin_secs)
+                .fetch_one(&self.pool)
+                .await
+                .unwrap()
+        })
+        .await;
+    }
+
+    /// Creates the `releases` table that [`waits_for_release`](crate::test_jobs::waits_for_release)
+    /// jobs watch.
+    pub async fn create_releases(&self) {
+        self.execute("CREATE TABLE releases (job_id bigint PRIMARY KEY)")
+            .await;
+    }
+
+    /// Lets the [`waits_for_release`](crate::test_jobs::waits_for_release) job `id` finish.
+    pub async fn release(&self, id: JobId) {
+        sqlx::query("INSERT INTO releases (job_id) VALUES ($1)")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .unwrap();
     }
 }
 
@@ -95,6 +175,16 @@ pub fn fast_config() -> WorkerConfig {
     }
 }
 
+/// [`fast_config`] with leases of `lease`, heartbeated every `heartbeat`.
+pub fn leased_config(lease: Duration, heartbeat: Duration) -> WorkerConfig {
+    WorkerConfig {
+        lease,
+        heartbeat_interval: heartbeat,
+        ..fast_config()
+    }
+}
+
+/// Starts a worker for `kinds` on `pool` with `config`, the pool as its state.
 pub fn start_worker(pool: &PgPool, kinds: &[&str], config: WorkerConfig) -> WorkerHandle {
     Worker::builder(pool.clone())
         .kinds(kinds.iter().copied())
@@ -103,6 +193,14 @@ pub fn start_worker(pool: &PgPool, kinds: &[&str], config: WorkerConfig) -> Work
         .build()
         .expect("worker builds")
         .start()
+}
+
+/// The error `builder`'s worker refuses to start with; panics if it builds.
+pub fn refusal(builder: WorkerBuilder) -> WorkerError {
+    builder
+        .build()
+        .err()
+        .expect("the worker must refuse to start")
 }
 
 pub use jobs_testkit::wait_until;
@@ -126,31 +224,4 @@ pub struct AttemptRecord {
     pub kind: String,
     pub error: String,
     pub at: String,
-}
-
-/// Every node of an `EXPLAIN (FORMAT JSON)` plan, depth first.
-pub fn plan_nodes(plan: &serde_json::Value) -> Vec<serde_json::Value> {
-    fn walk(node: &serde_json::Value, into: &mut Vec<serde_json::Value>) {
-        into.push(node.clone());
-        for child in node["Plans"].as_array().into_iter().flatten() {
-            walk(child, into);
-        }
-    }
-    let mut nodes = Vec::new();
-    walk(&plan[0]["Plan"], &mut nodes);
-    nodes
-}
-
-/// The `(node type, index name)` of every plan node that reads `relation`.
-pub fn scans_of(nodes: &[serde_json::Value], relation: &str) -> Vec<(String, String)> {
-    nodes
-        .iter()
-        .filter(|node| node["Relation Name"] == relation)
-        .map(|node| {
-            (
-                node["Node Type"].as_str().unwrap_or_default().to_string(),
-                node["Index Name"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }

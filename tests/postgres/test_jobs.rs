@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-use jobs::{job, ClassifyError, ErrorClass, JobContext, JobContextExt, JobError, JobResult, State};
+use jobs::{
+    job, ClassifyError, ErrorClass, JobContext, JobContextExt, JobError, JobId, JobResult, State,
+};
 use sqlx::PgPool;
+
+use crate::support::Db;
 
 async fn record(pool: &PgPool, ctx: &JobContext) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO runs (job_id, attempt) VALUES ($1, $2)")
@@ -12,6 +16,22 @@ async fn record(pool: &PgPool, ctx: &JobContext) -> Result<(), sqlx::Error> {
         .execute(pool)
         .await
         .map(drop)
+}
+
+/// Enqueues a [`record_run`] job labelled `label`; returns its id.
+pub async fn enqueue_record_run(db: &Db, label: &str) -> JobId {
+    record_run::enqueue(&db.pool, label.to_owned())
+        .await
+        .expect("enqueue record_run")
+        .id()
+}
+
+/// Enqueues a [`record_run`] job labelled `label` and makes it look claimed by a worker that
+/// died after `attempts` attempts (see [`Db::abandon`]); returns its id.
+pub async fn orphaned_record_run(db: &Db, label: &str, attempts: i32) -> JobId {
+    let id = enqueue_record_run(db, label).await;
+    db.abandon(id, attempts).await;
+    id
 }
 
 /// Records each run in `runs`.

@@ -13,8 +13,8 @@ use jobs::{AttemptError, Decision, JobKind, JobOptions, RegistryError, WorkerErr
 
 use crate::support::Db;
 use crate::test_jobs::{
-    bad_input, cancels, chain, charge_card, default_backoff, flaky, needs_mailer, panics_once,
-    record_run, send_receipt, snoozes_once, sync_user, too_slow, Mailer,
+    bad_input, cancels, chain, charge_card, default_backoff, enqueue_record_run, flaky,
+    needs_mailer, panics_once, record_run, send_receipt, snoozes_once, sync_user, too_slow, Mailer,
 };
 
 /// The message of the panic that ended `task`.
@@ -79,10 +79,7 @@ async fn enqueued_sees_inside_the_open_transaction_and_nothing_else_does() {
 #[tokio::test]
 async fn jobs_that_ran_are_no_longer_enqueued() {
     let db = Db::new().await;
-    let id = record_run::enqueue(&db.pool, String::from("once"))
-        .await
-        .unwrap()
-        .id();
+    let id = enqueue_record_run(&db, "once").await;
     let mut conn = db.pool.acquire().await.unwrap();
     assert_enqueued::<record_run::Job>(
         &mut conn,
@@ -91,9 +88,7 @@ async fn jobs_that_ran_are_no_longer_enqueued() {
         },
     )
     .await;
-    let worker = db.start_worker(&["record_run"]);
-    db.wait_for_state(id, "done").await;
-    worker.shutdown().await.unwrap();
+    db.run_until(&["record_run"], id, "done").await;
     assert_none_enqueued::<record_run::Job>(&mut conn).await;
     assert_nothing_enqueued(&mut conn).await;
 }
@@ -412,10 +407,7 @@ async fn drain_writes_each_outcome_as_the_worker_does_and_leaves_the_rest() {
         .await
         .unwrap()
         .id();
-    let other_kind_id = record_run::enqueue(&db.pool, String::from("not drained"))
-        .await
-        .unwrap()
-        .id();
+    let other_kind_id = enqueue_record_run(&db, "not drained").await;
 
     let runs = drain(&db.pool)
         .kind::<default_backoff::Job>()

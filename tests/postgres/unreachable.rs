@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::logs::{logged_about, logs};
 use crate::support::{fast_config, Db};
-use crate::test_jobs::record_run;
+use crate::test_jobs::enqueue_record_run;
 
 /// How long the worker may take to say why, and to stop once asked.
 const PROMPTLY: Duration = Duration::from_secs(5);
@@ -35,6 +35,27 @@ fn pool_to_nowhere(port: u16) -> PgPool {
         .expect("a lazy pool")
 }
 
+/// A `record_run` worker on `pool`, with fast settings, not started.
+fn record_run_worker(pool: PgPool) -> Worker {
+    Worker::builder(pool.clone())
+        .kinds(["record_run"])
+        .state(pool)
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+}
+
+/// Asserts that a worker's run ended in `NeverReachedDatabase`, saying "connection refused".
+fn assert_never_reached_for_refusal<T: std::fmt::Debug>(ended: Result<T, WorkerError>) {
+    match ended {
+        Err(error @ WorkerError::NeverReachedDatabase { .. }) => {
+            assert!(is_refused(&error.to_string()), "{error}");
+        }
+        other => panic!("expected NeverReachedDatabase, got {other:?}"),
+    }
+}
+
+/// Whether `text` says the connection was refused.
 fn is_refused(text: &str) -> bool {
     text.to_lowercase().contains("connection refused")
 }
@@ -70,13 +91,7 @@ async fn check_connection_names_the_cause_at_once() {
 async fn a_worker_that_cannot_reach_the_database_says_why_and_stops_at_once() {
     logs();
     let port = closed_port();
-    let pool = pool_to_nowhere(port);
-    let worker = Worker::builder(pool.clone())
-        .kinds(["record_run"])
-        .state(pool)
-        .config(fast_config())
-        .build()
-        .expect("worker builds");
+    let worker = record_run_worker(pool_to_nowhere(port));
     let (stop, stopped) = oneshot::channel::<()>();
     let run = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
@@ -92,26 +107,14 @@ async fn a_worker_that_cannot_reach_the_database_says_why_and_stops_at_once() {
         .await
         .expect("the worker stops promptly during an outage")
         .expect("the run does not panic");
-    match ended {
-        Err(error @ WorkerError::NeverReachedDatabase { .. }) => {
-            assert!(is_refused(&error.to_string()), "{error}");
-        }
-        other => panic!("expected NeverReachedDatabase, got {other:?}"),
-    }
+    assert_never_reached_for_refusal(ended);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_started_worker_that_never_reached_the_database_says_so_when_shut_down() {
     logs();
     let port = closed_port();
-    let pool = pool_to_nowhere(port);
-    let worker = Worker::builder(pool.clone())
-        .kinds(["record_run"])
-        .state(pool)
-        .config(fast_config())
-        .build()
-        .expect("worker builds")
-        .start();
+    let worker = record_run_worker(pool_to_nowhere(port)).start();
     wait_for_refusal_logged(&format!("127.0.0.1:{port}")).await;
 
     // The handle's answer is the run's answer: an application that started the worker and
@@ -119,12 +122,7 @@ async fn a_started_worker_that_never_reached_the_database_says_so_when_shut_down
     let ended = tokio::time::timeout(PROMPTLY, worker.shutdown())
         .await
         .expect("the worker stops promptly during an outage");
-    match ended {
-        Err(error @ WorkerError::NeverReachedDatabase { .. }) => {
-            assert!(is_refused(&error.to_string()), "{error}");
-        }
-        other => panic!("expected NeverReachedDatabase, got {other:?}"),
-    }
+    assert_never_reached_for_refusal(ended);
 }
 
 /// A TCP proxy to PostgreSQL that can be cut: its port closed, every connection through it
@@ -198,7 +196,7 @@ impl Proxy {
 /// timeout, 30 s, and the default grace period, 30 s), once it has run a job through it.
 async fn worker_through_proxy() -> (Db, Proxy, WorkerHandle) {
     let db = Db::new().await;
-    let direct = PgConnectOptions::from_str(&db.url()).expect("the test database's URL");
+    let direct = PgConnectOptions::from_str(db.url()).expect("the test database's URL");
     let proxy = Proxy::to(Target::of(&direct)).await;
     let mut options = PgConnectOptions::new()
         .host("127.0.0.1")
@@ -219,10 +217,7 @@ async fn worker_through_proxy() -> (Db, Proxy, WorkerHandle) {
         .build()
         .expect("worker builds")
         .start();
-    let id = record_run::enqueue(&db.pool, "before the cut".to_owned())
-        .await
-        .unwrap()
-        .id();
+    let id = enqueue_record_run(&db, "before the cut").await;
     db.wait_for_state(id, "done").await;
     (db, proxy, worker)
 }

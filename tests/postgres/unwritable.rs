@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use jobs::{job, JobError, JobResult, WorkerConfig};
+use jobs::{job, JobError, JobResult};
 
-use crate::support::{fast_config, start_worker, Db};
-use crate::test_jobs::record_run;
+use crate::support::{leased_config, start_worker, Db};
+use crate::test_jobs::enqueue_record_run;
 
 /// Fails permanently with a message PostgreSQL's `text` cannot hold as is.
 #[job(max_attempts = 1)]
@@ -45,18 +45,9 @@ async fn an_unwritable_outcome_holds_back_neither_the_others_nor_shutdown() {
     let forever = snoozes_forever::enqueue(&db.pool).await.unwrap().id();
     let mut others = Vec::new();
     for n in 0..20 {
-        others.push(
-            record_run::enqueue(&db.pool, format!("other {n}"))
-                .await
-                .unwrap()
-                .id(),
-        );
+        others.push(enqueue_record_run(&db, &format!("other {n}")).await);
     }
-    let config = WorkerConfig {
-        lease: Duration::from_millis(800),
-        heartbeat_interval: Duration::from_millis(200),
-        ..fast_config()
-    };
+    let config = leased_config(Duration::from_millis(800), Duration::from_millis(200));
     let worker = start_worker(
         &db.pool,
         &[

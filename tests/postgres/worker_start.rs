@@ -4,16 +4,12 @@ use jobs::{Worker, WorkerError};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::logs::logged_about;
-use crate::support::Db;
+use crate::support::{refusal, Db};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_state_type_fails_at_start_naming_the_job_and_the_type() {
     let db = Db::new().await;
-    let error = Worker::builder(db.pool.clone())
-        .kinds(["needs_mailer"])
-        .build()
-        .err()
-        .expect("the worker must refuse to start");
+    let error = refusal(Worker::builder(db.pool.clone()).kinds(["needs_mailer"]));
     let message = error.to_string();
     assert!(matches!(error, WorkerError::Registry(_)), "{message}");
     assert!(message.contains("needs_mailer"), "{message}");
@@ -28,11 +24,7 @@ async fn a_missing_state_type_fails_at_start_naming_the_job_and_the_type() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_kind_name_fails_at_start() {
     let db = Db::new().await;
-    let error = Worker::builder(db.pool.clone())
-        .kinds(["no_such_job"])
-        .build()
-        .err()
-        .expect("the worker must refuse to start");
+    let error = refusal(Worker::builder(db.pool.clone()).kinds(["no_such_job"]));
     assert!(error.to_string().contains("no_such_job"), "{error}");
 }
 
@@ -62,12 +54,11 @@ async fn a_kind_whose_heartbeat_is_not_shorter_than_its_lease_fails_at_start() {
         .unwrap();
     let mut slow_heartbeat = registration;
     slow_heartbeat.options.heartbeat = Some(std::time::Duration::from_secs(45));
-    let error = Worker::builder(db.pool.clone())
-        .registrations([slow_heartbeat])
-        .state(db.pool.clone())
-        .build()
-        .err()
-        .expect("the worker must refuse to start");
+    let error = refusal(
+        Worker::builder(db.pool.clone())
+            .registrations([slow_heartbeat])
+            .state(db.pool.clone()),
+    );
     assert!(
         matches!(
             error,
@@ -135,20 +126,25 @@ async fn a_queue_no_kind_of_the_worker_uses_fails_at_start_naming_the_known_ones
     assert_eq!(worker.queues().get("defualt"), Some(&1));
 }
 
+/// Builds a `default_backoff` worker running up to `running` jobs, on a lazy pool of at most
+/// `connections` to the test's database.
+fn build_on_a_pool_of(db: &Db, connections: u32, running: usize) -> Result<Worker, WorkerError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(connections)
+        .connect_lazy(db.url())
+        .expect("a lazy pool");
+    Worker::builder(pool)
+        .kinds(["default_backoff"])
+        .queue("default", running)
+        .build()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_numbers() {
     crate::logs::logs();
     let db = Db::new().await;
     // 37 running jobs + 1 producer + listener, heartbeat, rescuer, completer, retention, gauges.
-    let small = PgPoolOptions::new()
-        .max_connections(3)
-        .connect_lazy(&db.url())
-        .expect("a lazy pool");
-    Worker::builder(small)
-        .kinds(["default_backoff"])
-        .queue("default", 37)
-        .build()
-        .expect("a small pool is a warning, not an error");
+    build_on_a_pool_of(&db, 3, 37).expect("a small pool is a warning, not an error");
     let needle = "at most 3 connections, but this worker can use 44 at once";
     let warned = logged_about(needle);
     assert_eq!(warned.len(), 1, "warned once: {warned:?}");
@@ -161,15 +157,7 @@ async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_nu
     }
 
     // A pool large enough says nothing.
-    let large = PgPoolOptions::new()
-        .max_connections(45)
-        .connect_lazy(&db.url())
-        .expect("a lazy pool");
-    Worker::builder(large)
-        .kinds(["default_backoff"])
-        .queue("default", 38)
-        .build()
-        .expect("worker builds");
+    build_on_a_pool_of(&db, 45, 38).expect("worker builds");
     assert_eq!(
         logged_about("this worker can use 45 at once"),
         Vec::<String>::new()

@@ -3,53 +3,31 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use jobs::postgres::testing::TestDatabase;
 use jobs_testkit::{JobRow, RowState};
-use sqlx::PgPool;
 
 /// The binary under test.
 const JOBS: &str = env!("CARGO_BIN_EXE_jobs");
 
-/// A fresh database, dropped at the end of the test.
-pub struct Db {
-    pub pool: PgPool,
-    database: TestDatabase,
+jobs_testkit::suite_db! {
+    /// The test kit's fresh database (dropped at the end of the test), with the binary to run
+    /// against it.
+    Db
 }
 
 impl Db {
     /// A database with the jobs schema.
     pub async fn migrated() -> Self {
-        let db = Self::empty().await;
-        jobs::migrate(&db.pool).await.expect("migrate");
-        db
+        jobs_testkit::Db::migrated().await.into()
     }
 
     /// A database without the jobs schema.
     pub async fn empty() -> Self {
-        let database = TestDatabase::create().await.expect("create test database");
-        let pool = database.pool(8).await.expect("connect to test database");
-        Self { pool, database }
+        jobs_testkit::Db::empty().await.into()
     }
 
     /// Runs `jobs ARGS` with `DATABASE_URL` naming this database.
     pub async fn jobs(&self, args: &[&str]) -> Run {
-        run(args, Some(self.database.url())).await
-    }
-
-    /// Runs one statement.
-    pub async fn execute(&self, statement: &str) {
-        sqlx::query(statement)
-            .execute(&self.pool)
-            .await
-            .unwrap_or_else(|error| panic!("{statement}: {error}"));
-    }
-
-    /// Runs one query returning a number.
-    pub async fn count(&self, query: &str) -> i64 {
-        sqlx::query_scalar(query)
-            .fetch_one(&self.pool)
-            .await
-            .unwrap_or_else(|error| panic!("{query}: {error}"))
+        run(args, Some(self.url())).await
     }
 
     /// Inserts `count` jobs of `kind` in `queue` and `state`, with one attempt allowed; a dead
