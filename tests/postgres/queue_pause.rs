@@ -58,20 +58,12 @@ async fn jobs_in(pool: &PgPool, queue: &str, state: &str) -> (i64, i64) {
 
 /// Waits until the database clock is `span` past the present one: time for the workers to have
 /// polled (and claimed, had they been allowed) several times.
-async fn wait_for_database_time(pool: &PgPool, span: Duration) {
-    let until: f64 = sqlx::query_scalar("SELECT extract(epoch FROM now())::float8 + $1")
-        .bind(span.as_secs_f64())
-        .fetch_one(pool)
-        .await
-        .expect("clock");
-    wait_until("the database clock to move on", || async move {
-        let now: f64 = sqlx::query_scalar("SELECT extract(epoch FROM clock_timestamp())::float8")
-            .fetch_one(pool)
-            .await
-            .expect("clock");
-        now >= until
-    })
-    .await;
+async fn wait_for_database_time(db: &Db, span: Duration) {
+    let now: Vec<f64> = db
+        .column("SELECT extract(epoch FROM clock_timestamp())::float8")
+        .await;
+    db.wait_for_clock_past("the workers to poll on", now[0], span.as_secs_f64())
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,7 +86,7 @@ async fn two_worker_processes_claim_nothing_from_a_paused_queue_and_everything_o
     })
     .await;
     // ...and the workers poll on for many intervals, claiming nothing from the paused queue.
-    wait_for_database_time(&db.pool, config.poll_interval * 10).await;
+    wait_for_database_time(&db, config.poll_interval * 10).await;
     assert_eq!(
         jobs_in(&db.pool, "mail", "ready").await,
         (mail.len() as i64, 0),
@@ -161,7 +153,7 @@ async fn a_kind_with_a_running_limit_is_not_claimed_from_a_paused_queue_either()
         jobs_in(&db.pool, "other", "done").await.0 == other.len() as i64
     })
     .await;
-    wait_for_database_time(&db.pool, config.poll_interval * 10).await;
+    wait_for_database_time(&db, config.poll_interval * 10).await;
     assert_eq!(jobs_in(&db.pool, "default", "ready").await, (3, 0));
     admin::resume_queue(&db.pool, "default").await.unwrap();
     wait_until("the limited jobs to be done", || async {
@@ -174,21 +166,14 @@ async fn a_kind_with_a_running_limit_is_not_claimed_from_a_paused_queue_either()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_running_when_its_queue_is_paused_finishes_and_records_its_outcome() {
     let db = Db::new().await;
-    sqlx::query("CREATE TABLE releases (job_id bigint PRIMARY KEY)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.create_releases().await;
     let id = waits_for_release::enqueue(&db.pool).await.unwrap().id();
     let worker = db.start_worker(&["waits_for_release"]);
     db.wait_for_state(id, "running").await;
     admin::pause_queue(&db.pool, "default", "ops@test", None)
         .await
         .unwrap();
-    sqlx::query("INSERT INTO releases (job_id) VALUES ($1)")
-        .bind(id)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.release(id).await;
     let row = db.wait_for_state(id, "done").await;
     assert_eq!(row.attempts, 1);
     worker.shutdown().await.unwrap();

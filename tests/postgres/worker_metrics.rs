@@ -251,10 +251,8 @@ async fn a_paused_queue_is_a_gauge_that_goes_back_to_zero_once_resumed() {
     jobs::admin::pause_queue(&db.pool, QUEUE, "ops@test", None)
         .await
         .unwrap();
-    sqlx::query("UPDATE jobs_queue_pauses SET paused_at = now() - interval '90 seconds'")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.execute("UPDATE jobs_queue_pauses SET paused_at = now() - interval '90 seconds'")
+        .await;
     let mut gauges = Gauges::new();
     // Both ways of refreshing publish the pauses.
     gauges.refresh(&db.pool).await.unwrap();

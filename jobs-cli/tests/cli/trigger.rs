@@ -8,11 +8,8 @@ async fn trigger_enqueues_one_run_with_the_registered_settings() {
     db.execute(
         "INSERT INTO jobs_schedules (name, kind, queue, description, missed, priority,
                                      max_attempts, last_tick_at)
-         VALUES ('nightly', 'report', 'reports', 'every 1d', 'skip', 5, 3, now())",
-    )
-    .await;
-    db.execute(
-        "INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
+         VALUES ('nightly', 'report', 'reports', 'every 1d', 'skip', 5, 3, now());
+         INSERT INTO jobs_schedules (name, kind, queue, description, missed, last_tick_at)
          VALUES ('legacy', 'report', 'reports', 'every 1d', 'skip', now())",
     )
     .await;
