@@ -15,6 +15,7 @@ mod kill;
 mod outage;
 mod outbox_kill;
 mod pause;
+mod queue_pause;
 mod schedule;
 mod shutdown;
 mod terminate;
