@@ -129,12 +129,7 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
 
 /// `dead replay`: replays the selection, or with `--dry-run` shows what a replay would do.
 pub async fn replay(pool: &PgPool, args: DeadChange) -> Result<Report, CliError> {
-    let DeadChange {
-        selection,
-        change,
-        confirm,
-    } = args;
-    let selection = &selection;
+    let (selection, change, confirm) = (&args.selection, args.change, args.confirm);
     let filter = selection_filter(selection);
     let report = if change.dry_run {
         admin::preview_replay(pool, &filter).await?
@@ -205,12 +200,7 @@ pub async fn replay(pool: &PgPool, args: DeadChange) -> Result<Report, CliError>
 
 /// `dead discard`: deletes the selection, or with `--dry-run` shows what it would delete.
 pub async fn discard(pool: &PgPool, args: DeadChange) -> Result<Report, CliError> {
-    let DeadChange {
-        selection,
-        change,
-        confirm,
-    } = args;
-    let selection = &selection;
+    let (selection, change, confirm) = (&args.selection, args.change, args.confirm);
     let filter = selection_filter(selection);
     let discarded = if change.dry_run {
         admin::preview_discard(pool, &filter).await?.discarded

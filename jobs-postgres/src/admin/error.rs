@@ -23,7 +23,7 @@ pub enum AdminError {
         /// Which argument.
         field: &'static str,
         /// What is wrong with it.
-        problem: &'static str,
+        problem: String,
     },
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn refuse_nul(field: &'static str, text: &str) -> Result<(), AdminErr
     if text.contains('\0') {
         Err(AdminError::InvalidText {
             field,
-            problem: HOLDS_NUL,
+            problem: HOLDS_NUL.to_owned(),
         })
     } else {
         Ok(())

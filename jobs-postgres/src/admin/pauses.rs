@@ -117,7 +117,7 @@ fn check_note(field: &'static str, text: &str) -> Result<(), AdminError> {
     if text.len() > MAX_PAUSE_NOTE_LEN {
         return Err(AdminError::InvalidText {
             field,
-            problem: "is longer than 1,000 bytes",
+            problem: format!("is longer than {MAX_PAUSE_NOTE_LEN} bytes"),
         });
     }
     Ok(())
