@@ -100,6 +100,34 @@ pub enum Command {
         #[command(flatten)]
         change: ChangeArgs,
     },
+    /// Serve the web console: queues, jobs, dead letters, schedules and the outbox, with the
+    /// controls to act on them.
+    ///
+    /// Listens on 127.0.0.1:8080 unless --listen says otherwise. An address other hosts can reach
+    /// needs an access token (read from --token-file, or from the environment variable
+    /// JOBS_CONSOLE_TOKEN; never from a flag's value) or --read-only. Without a token the console
+    /// answers only requests addressed to localhost, 127.0.0.1 or [::1] (and --allow-host
+    /// names). Every action is logged on stderr (target `jobs_console::audit`). Stops on SIGINT
+    /// or SIGTERM.
+    Serve {
+        /// Address to listen on (port 0: any free port; the address is printed on stdout).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Show everything, change nothing.
+        #[arg(long)]
+        read_only: bool,
+        /// Hide job payloads and parked outbox messages (they may hold personal data).
+        #[arg(long)]
+        hide_payloads: bool,
+        /// File holding the access token (at least 16 printable characters). Without it, the
+        /// token is read from JOBS_CONSOLE_TOKEN when that is set.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<std::path::PathBuf>,
+        /// A host name the console answers without a token, besides the loopback ones (for a
+        /// proxy that forwards its own name).
+        #[arg(long, value_name = "NAME")]
+        allow_host: Vec<String>,
+    },
     /// Exit 1 with one line per threshold crossed, 0 when healthy: for cron, probes and
     /// monitoring.
     Check {

@@ -65,6 +65,24 @@ pub enum CliError {
         /// The schedule.
         name: String,
     },
+    /// `serve` on an address other hosts can reach, without an access token or `--read-only`.
+    #[error("not serving on {listen}: other hosts can reach that address, so the console needs an access token (--token-file FILE, or the environment variable JOBS_CONSOLE_TOKEN) or --read-only; or listen on 127.0.0.1")]
+    ConsoleUnprotected {
+        /// The address asked for.
+        listen: String,
+    },
+    /// `serve` was given an access token that cannot be used.
+    #[error(transparent)]
+    ConsoleToken(#[from] jobs_console::TokenError),
+    /// `serve` could not listen, or serving failed.
+    #[error("cannot serve the console on {listen}: {source}")]
+    Serve {
+        /// The address.
+        listen: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A broad change without `--yes`, and no terminal on stdin to ask on.
     #[error("not done: {action} needs confirmation, and stdin is not a terminal to ask on; pass --yes to go ahead, or --dry-run to see what it would change")]
     ConfirmationNeeded {

@@ -29,7 +29,7 @@ pub use enqueue::{
     enqueue_job, enqueue_jobs, enqueue_many, enqueue_many_in, EnqueueBuilder, EnqueueError,
     Enqueued,
 };
-pub use migrate::{migrate, MigrateError, MigrationReport};
+pub use migrate::{migrate, schema_status, MigrateError, MigrationReport, SchemaStatus};
 pub use processed::{is_processed, mark_processed, ProcessedKey, ProcessedKeyError};
 pub use sqlx::{PgConnection, PgPool};
 pub use transaction::{JobContextExt, JobTransaction, TransactionError};

@@ -244,3 +244,45 @@ mod tests {
         assert_ne!(unix.checksum(), edited.checksum());
     }
 }
+
+/// Where the database's jobs schema stands against the migrations this version embeds, as
+/// [`schema_status`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaStatus {
+    /// Every embedded migration is applied.
+    UpToDate,
+    /// No jobs migration was ever applied to this database.
+    Missing,
+    /// Some embedded migrations are not applied yet: run [`migrate`].
+    Behind {
+        /// The newest version applied (0 when the history is empty).
+        applied: i32,
+        /// The newest version this crate embeds.
+        known: i32,
+    },
+}
+
+/// Reads where the schema stands, without writing or locking anything (no CREATE privilege
+/// needed). A schema newer than this version, or a history that does not match the embedded
+/// migrations, is an error, as it is for [`migrate`].
+pub async fn schema_status(pool: &PgPool) -> Result<SchemaStatus, MigrateError> {
+    let mut conn = pool.acquire().await?;
+    let Some(applied) = migrations::read_history(&mut conn).await? else {
+        return Ok(SchemaStatus::Missing);
+    };
+    check_history(&applied)?;
+    if applied.is_empty() {
+        return Ok(SchemaStatus::Missing);
+    }
+    match read_status(&mut conn).await? {
+        Status::UpToDate => Ok(SchemaStatus::UpToDate),
+        Status::Behind => Ok(SchemaStatus::Behind {
+            applied: applied
+                .iter()
+                .map(|(version, _, _)| *version)
+                .max()
+                .unwrap_or(0),
+            known: MIGRATIONS.last().map_or(0, |migration| migration.version),
+        }),
+    }
+}

@@ -10,6 +10,7 @@ mod outbox;
 mod prune;
 mod queue;
 mod schedule;
+mod serve;
 mod stats;
 
 use std::io::Write;
@@ -59,6 +60,23 @@ impl Report {
 
 /// Connects, runs the command and prints its report.
 pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
+    if let Command::Serve {
+        listen,
+        read_only,
+        hide_payloads,
+        token_file,
+        allow_host,
+    } = cli.command
+    {
+        let settings = serve::Settings {
+            listen,
+            read_only,
+            hide_payloads,
+            token_file,
+            allowed_hosts: allow_host,
+        };
+        return serve::run(cli.database_url.as_deref(), cli.connect_timeout, settings).await;
+    }
     let pool = connect(cli.database_url.as_deref(), cli.connect_timeout).await?;
     let report = match cli.command {
         Command::Migrate => migrate::run(&pool).await,
@@ -129,6 +147,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             };
             check::run(&pool, &thresholds).await
         }
+        Command::Serve { .. } => unreachable!("served above, without connecting first"),
     };
     pool.close().await;
     let report = report?;

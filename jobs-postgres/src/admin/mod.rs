@@ -48,7 +48,7 @@ pub use dead::{
     JobRef, JobState, ReplayReport, SkippedReplay,
 };
 pub use error::AdminError;
-pub use health::{check, HealthThresholds, Violation};
+pub use health::{check, HealthThresholds, Violation, MISSING_AFTER_TICKS};
 pub use human::HumanDuration;
 pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};
 pub use pauses::{

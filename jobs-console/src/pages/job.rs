@@ -1,0 +1,96 @@
+//! One job: its facts, payload and every attempt's error, with the controls its state allows.
+
+use axum::extract::{Path, Query, State};
+use axum::Extension;
+use jobs_core::JobId;
+use jobs_postgres::admin::{self, JobState};
+use maud::{html, Markup};
+
+use crate::html::{action_button, notice, page, payload, Nav};
+use crate::pages::Notice;
+use crate::problem::Problem;
+use crate::security::{percent_encode, Visitor};
+use crate::state::Console;
+
+/// `GET /jobs/{id}`.
+pub(crate) async fn show(
+    State(console): State<Console>,
+    Extension(visitor): Extension<Visitor>,
+    Path(id): Path<String>,
+    Query(query): Query<Notice>,
+) -> Result<Markup, Problem> {
+    let id: JobId = id
+        .parse()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| Problem::BadRequest(format!("`{id}` is not a job id")))?;
+    let job = admin::job_details(&console.pool, id)
+        .await?
+        .ok_or_else(|| {
+            Problem::NotFound(format!(
+                "There is no job {id}: it was never enqueued, or it was discarded or pruned by \
+                 retention"
+            ))
+        })?;
+    let config = &console.config;
+    let id_text = id.to_string();
+    let body = html! {
+        @if let Some(done) = &query.done { (notice(done)) }
+        dl class="facts" {
+            dt { "State" } dd { span class="badge" id="state" { (job.state.as_str()) } }
+            dt { "Kind" } dd { (job.kind) " · " a href=(config.href(&format!("/dead?kind={}", percent_encode(&job.kind)))) { "its dead letters" } }
+            dt { "Queue" } dd { (job.queue) }
+            dt { "Priority" } dd { (job.priority) }
+            dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
+            dt { "Dedupe key" } dd {
+                @match &job.dedupe_key {
+                    Some(key) => { code { (key) } " (" (job.dedupe_scope.as_deref().unwrap_or("")) ")" }
+                    None => span class="muted" { "none" },
+                }
+            }
+            dt { "Enqueued" } dd { (job.created_at) }
+            dt { "Due" } dd { (job.run_at) }
+            dt { "Last attempt started" } dd { (job.attempted_at.as_deref().unwrap_or("–")) }
+            dt { "Finished" } dd { (job.finished_at.as_deref().unwrap_or("–")) }
+        }
+        div class="actions" {
+            @match job.state {
+                JobState::Ready => {
+                    (action_button(&console, &visitor, "/jobs/run-now", "Run now", &[("id", &id_text)]))
+                }
+                JobState::Dead => {
+                    (action_button(&console, &visitor, "/dead/replay", "Replay", &[("id", &id_text), ("confirm", "yes")]))
+                    (action_button(&console, &visitor, "/dead/discard", "Discard", &[("id", &id_text)]))
+                }
+                _ => {}
+            }
+        }
+        h2 { "Payload" }
+        (payload(&console, &job.payload))
+        h2 { "Errors" }
+        @if job.errors.is_empty() {
+            p class="muted" { "No attempt failed." }
+        } @else {
+            table id="errors" {
+                thead { tr { th class="num" { "Attempt" } th { "When" } th { "How" } th { "Error" } } }
+                tbody {
+                    @for record in &job.errors {
+                        tr {
+                            td class="num" { (record.attempt) }
+                            td { (record.at) }
+                            td { (record.kind) }
+                            td { pre class="error" { (record.error) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(page(
+        &console,
+        Some(&visitor),
+        Nav::None,
+        &format!("Job {id}"),
+        body,
+    ))
+}

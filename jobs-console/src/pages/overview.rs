@@ -1,0 +1,173 @@
+//! The overview: per queue, its jobs by state, the oldest ready job's age and whether it is
+//! paused (with the control to pause or resume it); per kind, the same numbers; the outbox's.
+
+use axum::extract::{Query, State};
+use axum::Extension;
+use jobs_postgres::admin::{self, Counts, QueuePause, RetainedCounts, Stats};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use crate::html::{action_button, age, notice, page_with_head, Nav};
+use crate::problem::Problem;
+use crate::security::Visitor;
+use crate::state::Console;
+
+/// The overview's query: an optional refresh period and a notice after an action.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct OverviewQuery {
+    /// Reload the page every this many seconds (2 to 300).
+    refresh: Option<u32>,
+    /// What the last action did.
+    done: Option<String>,
+}
+
+/// `GET /`.
+pub(crate) async fn show(
+    State(console): State<Console>,
+    Extension(visitor): Extension<Visitor>,
+    Query(query): Query<OverviewQuery>,
+) -> Result<Markup, Problem> {
+    let stats = admin::stats(&console.pool).await?;
+    let refresh = query.refresh.map(|seconds| seconds.clamp(2, 300));
+    let head = html! {
+        @if let Some(seconds) = refresh { meta http-equiv="refresh" content=(seconds); }
+    };
+    let body = html! {
+        @if let Some(done) = &query.done { (notice(done)) }
+        p class="muted" {
+            @if let Some(seconds) = refresh {
+                "Refreshing every " (seconds) " s · "
+                a href=(console.config.href("/")) { "stop refreshing" }
+            } @else {
+                a href=(console.config.href("/?refresh=5")) { "Refresh every 5 s" }
+            }
+        }
+        h2 { "Queues" }
+        (queues_table(&console, &visitor, &stats))
+        h2 { "Kinds" }
+        (kinds_table(&console, &stats))
+        h2 { "Retained" }
+        (retained(&stats))
+        h2 { "Outbox" }
+        p {
+            (stats.outbox.unpublished) " unpublished"
+            @if let Some(oldest) = stats.outbox.oldest_unpublished_age { " (oldest " (age(Some(oldest))) ")" }
+            " · "
+            a href=(console.config.href("/outbox")) { (stats.outbox.parked) " parked" }
+        }
+    };
+    Ok(page_with_head(
+        &console,
+        Some(&visitor),
+        Nav::Overview,
+        "Overview",
+        head,
+        body,
+    ))
+}
+
+/// One row per queue, with its pause and the control to change it; a paused queue with no jobs
+/// has a row too.
+fn queues_table(console: &Console, visitor: &Visitor, stats: &Stats) -> Markup {
+    let mut queues = stats.queues();
+    for pause in &stats.paused {
+        if !queues.iter().any(|(queue, _)| *queue == pause.queue) {
+            queues.push((pause.queue.clone(), Counts::default()));
+        }
+    }
+    queues.sort_by(|(a, _), (b, _)| a.cmp(b));
+    html! {
+        @if queues.is_empty() {
+            p class="muted" { "No jobs yet." }
+        } @else {
+            table id="queues" {
+                thead { tr {
+                    th { "Queue" } th class="num" { "Ready" } th class="num" { "Scheduled" }
+                    th class="num" { "Running" } th class="num" { "Expired leases" }
+                    th class="num" { "Dead" } th { "Oldest ready" } th { "State" } th {}
+                } }
+                tbody {
+                    @for (queue, counts) in &queues {
+                        @let pause = stats.paused.iter().find(|pause| pause.queue == *queue);
+                        tr data-queue=(queue) {
+                            td { (queue) }
+                            td class="num" { (counts.ready) }
+                            td class="num" { (counts.scheduled) }
+                            td class="num" { (counts.running) }
+                            td class="num" { (counts.expired_leases) }
+                            td class="num" {
+                                @if counts.dead > 0 {
+                                    a class="bad" href=(console.config.href(&format!("/dead?queue={}", crate::security::percent_encode(queue)))) { (counts.dead) }
+                                } @else { "0" }
+                            }
+                            td { (age(counts.oldest_ready_age)) }
+                            td { (pause_state(pause)) }
+                            td {
+                                @if pause.is_some() {
+                                    (action_button(console, visitor, "/queues/resume", "Resume", &[("queue", queue)]))
+                                } @else {
+                                    (action_button(console, visitor, "/queues/pause", "Pause", &[("queue", queue)]))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn pause_state(pause: Option<&QueuePause>) -> Markup {
+    match pause {
+        None => html! { span class="badge ok" { "running" } },
+        Some(pause) => html! {
+            span class="badge warn" title=(pause.reason.as_deref().unwrap_or("")) {
+                "paused " (age(Some(pause.paused_for))) " by " (pause.paused_by)
+            }
+        },
+    }
+}
+
+fn kinds_table(console: &Console, stats: &Stats) -> Markup {
+    html! {
+        @if !stats.kinds.is_empty() {
+            table id="kinds" {
+                thead { tr {
+                    th { "Kind" } th { "Queue" } th class="num" { "Ready" }
+                    th class="num" { "Scheduled" } th class="num" { "Running" }
+                    th class="num" { "Dead" } th { "Oldest ready" }
+                } }
+                tbody {
+                    @for kind in &stats.kinds {
+                        tr {
+                            td { (kind.kind) }
+                            td { (kind.queue) }
+                            td class="num" { (kind.counts.ready) }
+                            td class="num" { (kind.counts.scheduled) }
+                            td class="num" { (kind.counts.running) }
+                            td class="num" {
+                                @if kind.counts.dead > 0 {
+                                    a class="bad" href=(console.config.href(&format!("/dead?kind={}", crate::security::percent_encode(&kind.kind)))) { (kind.counts.dead) }
+                                } @else { "0" }
+                            }
+                            td { (age(kind.counts.oldest_ready_age)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn retained(stats: &Stats) -> Markup {
+    let total = stats.total();
+    html! {
+        p {
+            @match stats.retained {
+                RetainedCounts::Counted => { (total.done) " done · " (total.cancelled) " cancelled" }
+                RetainedCounts::Estimated => { "about " (total.done) " done · about " (total.cancelled) " cancelled (estimated)" }
+                RetainedCounts::Unknown => { "Done and cancelled: many, not counted (the table has not been analyzed yet)." }
+            }
+        }
+    }
+}
