@@ -1,0 +1,148 @@
+//! What the controls change.
+
+use axum::http::StatusCode;
+use jobs::admin;
+use jobs_console::ConsoleConfig;
+use jobs_testkit::{minutes, JobRow, RowState};
+
+use crate::console;
+
+#[tokio::test]
+async fn a_bulk_discard_previews_the_count_and_changes_nothing_until_confirmed() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.insert_all([
+        JobRow::new("resize").state(RowState::Dead).count(3),
+        JobRow::new("send_receipt").state(RowState::Dead).count(2),
+    ])
+    .await;
+    client
+        .get("/dead?kind=resize")
+        .await
+        .shows("3 dead jobs selected");
+    let page = client
+        .post("/dead/discard", &[("kind", "resize"), ("queue", "")])
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    page.shows("Discard 3 jobs")
+        .shows(r#"name="confirm" value="yes""#);
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 5);
+
+    let page = client
+        .post(
+            "/dead/discard",
+            &[("kind", "resize"), ("queue", ""), ("confirm", "yes")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        page.location.as_deref(),
+        Some("/dead?done=Discarded%203%20jobs")
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE kind = 'send_receipt'")
+            .await,
+        2
+    );
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 2);
+}
+
+#[tokio::test]
+async fn selected_dead_jobs_are_replayed_after_the_preview() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let [ids] = db
+        .insert_all([JobRow::new("resize").state(RowState::Dead).count(3)])
+        .await;
+    client.get("/dead").await;
+    let (first, second) = (ids[0].to_string(), ids[1].to_string());
+    let page = client
+        .post("/dead/replay", &[("id", &first), ("id", &second)])
+        .await;
+    page.shows("Replay 2 jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'ready'")
+            .await,
+        0
+    );
+    client
+        .post(
+            "/dead/replay",
+            &[("id", &first), ("id", &second), ("confirm", "yes")],
+        )
+        .await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'ready'")
+            .await,
+        2
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'dead'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn run_now_makes_a_waiting_job_due() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let [ids] = db
+        .insert_all([JobRow::new("resize").due_in(minutes(30))])
+        .await;
+    let id = ids[0].to_string();
+    client.get(&format!("/jobs/{id}")).await.shows("Run now");
+    let page = client.post("/jobs/run-now", &[("id", &id)]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    client
+        .get(page.location.as_deref().unwrap())
+        .await
+        .shows("is due now");
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE run_at <= now()")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn pausing_and_resuming_a_queue_from_the_overview() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.insert_all([JobRow::new("resize").queue("images")]).await;
+    client.get("/").await;
+    let page = client
+        .post(
+            "/queues/pause",
+            &[("queue", "images"), ("reason", "disk full")],
+        )
+        .await;
+    client
+        .get(page.location.as_deref().unwrap())
+        .await
+        .shows("Paused queue images");
+    let pauses = admin::paused_queues(&db.pool).await.unwrap();
+    assert_eq!(pauses[0].reason.as_deref(), Some("disk full"));
+    let page = client.post("/queues/resume", &[("queue", "images")]).await;
+    client
+        .get(page.location.as_deref().unwrap())
+        .await
+        .shows("Resumed queue images");
+    assert!(admin::paused_queues(&db.pool).await.unwrap().is_empty());
+
+    let page = client
+        .post("/queues/pause", &[("queue", "bad queue name!")])
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    page.shows("invalid queue name");
+}
+
+#[tokio::test]
+async fn triggering_an_unknown_schedule_is_not_found() {
+    let (_db, mut client) = console(ConsoleConfig::new()).await;
+    client
+        .get("/schedules")
+        .await
+        .shows("No schedule is registered");
+    let page = client
+        .post("/schedules/trigger", &[("name", "nightly")])
+        .await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    page.shows("no schedule named nightly");
+}

@@ -1,0 +1,101 @@
+//! What the pages show.
+
+use jobs_console::{router, ConsoleConfig};
+use jobs_testkit::{minutes, JobRow, RowState};
+
+use crate::client::Client;
+use crate::console;
+
+#[tokio::test]
+async fn the_overview_shows_each_queue_by_state_and_its_pause() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.insert_all([
+        JobRow::new("send_receipt").queue("emails").count(3),
+        JobRow::new("send_receipt")
+            .queue("emails")
+            .due_in(minutes(5)),
+        JobRow::new("resize").queue("images").state(RowState::Dead),
+    ])
+    .await;
+    jobs::admin::pause_queue(&db.pool, "images", "ops", Some("disk full"))
+        .await
+        .unwrap();
+    let page = client.get("/").await;
+    page.shows(
+        r#"<tr data-queue="emails"><td>emails</td><td class="num">3</td><td class="num">1</td>"#,
+    )
+    .shows("paused")
+    .shows("by ops")
+    .shows(r#"href="/dead?queue=images""#)
+    .shows("Resume")
+    .shows("Pause");
+}
+
+#[tokio::test]
+async fn text_from_the_database_is_escaped() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let [ids] = db
+        .insert_all([JobRow::new("<script>alert('kind')</script>")
+            .state(RowState::Dead)
+            .errors(serde_json::json!([{
+                "attempt": 1, "at": "2026-12-01T00:00:00Z", "kind": "permanent",
+                "error": "<img src=x onerror=alert(1)>"
+            }]))])
+        .await;
+    let page = client.get("/dead").await;
+    page.hides("<script>alert")
+        .hides("<img src=x")
+        .shows("&lt;script&gt;")
+        .shows("&lt;img src=x");
+    let page = client.get(&format!("/jobs/{}", ids[0])).await;
+    page.hides("<script>alert")
+        .hides("<img src=x")
+        .shows("&lt;img src=x onerror=alert(1)&gt;");
+}
+
+#[tokio::test]
+async fn the_job_page_shows_everything_but_hidden_payloads() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let [ids] = db
+        .insert_all([JobRow::new("send_receipt").dedupe("receipt:1042", "retained")])
+        .await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET payload = '{{\"email\": \"ana@example.com\"}}' WHERE id = {}",
+        ids[0]
+    ))
+    .await;
+    let path = format!("/jobs/{}", ids[0]);
+    client
+        .get(&path)
+        .await
+        .shows("ana@example.com")
+        .shows("receipt:1042")
+        .shows("send_receipt")
+        .shows("Run now");
+
+    let mut hidden = Client::new(router(
+        db.pool.clone(),
+        ConsoleConfig::new().hide_payloads(true),
+    ));
+    hidden
+        .get(&path)
+        .await
+        .hides("ana@example.com")
+        .shows("Hidden");
+}
+
+#[tokio::test]
+async fn a_console_nested_under_a_path_links_inside_it() {
+    let (db, _) = console(ConsoleConfig::new()).await;
+    let app = axum::Router::new().nest(
+        "/ops/jobs",
+        router(db.pool.clone(), ConsoleConfig::new().base_path("/ops/jobs")),
+    );
+    let mut client = Client::new(app);
+    let page = client.get("/ops/jobs/dead").await;
+    assert_eq!(page.status, axum::http::StatusCode::OK, "{}", page.body);
+    page.shows(r#"href="/ops/jobs/console.css""#)
+        .shows(r#"href="/ops/jobs/schedules""#);
+    let cookie = page.headers["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("Path=/ops/jobs"), "{cookie}");
+}

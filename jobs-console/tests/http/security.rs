@@ -1,0 +1,217 @@
+//! Who may look and who may act.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use jobs::admin;
+use jobs_console::{AccessToken, ConsoleConfig};
+
+use crate::console;
+
+const TOKEN: &str = "correct-horse-battery-staple";
+
+#[tokio::test]
+async fn without_a_token_only_requests_addressed_to_loopback_are_answered() {
+    let (_db, mut client) = console(ConsoleConfig::new()).await;
+    for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080"] {
+        client.host = host.to_owned();
+        assert_eq!(client.get("/").await.status, StatusCode::OK, "{host}");
+    }
+    client.host = "rebound.example:8080".to_owned();
+    let page = client.get("/").await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    page.shows("answers only requests addressed to localhost");
+}
+
+#[tokio::test]
+async fn a_change_without_the_csrf_token_is_refused_and_changes_nothing() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    client.get("/").await;
+    let page = client
+        .post_exactly("/queues/pause", &[("queue", "emails")])
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    page.shows("security token is missing or stale");
+    let page = client
+        .post_exactly(
+            "/queues/pause",
+            &[("queue", "emails"), ("csrf", &"0".repeat(64))],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert!(admin::paused_queues(&db.pool).await.unwrap().is_empty());
+
+    let page = client.post("/queues/pause", &[("queue", "emails")]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert_eq!(admin::paused_queues(&db.pool).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_change_sent_from_another_site_is_refused() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    client.get("/").await;
+    client.origin = Some("https://attacker.example".to_owned());
+    let page = client.post("/queues/pause", &[("queue", "emails")]).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    page.shows("sent from another site");
+    assert!(admin::paused_queues(&db.pool).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_read_only_console_offers_no_control_and_refuses_every_change() {
+    let (db, mut client) = console(ConsoleConfig::new().read_only(true)).await;
+    jobs_testkit::JobRow::new("send_receipt")
+        .queue("emails")
+        .insert(&db.pool)
+        .await;
+    let page = client.get("/").await;
+    page.shows("read-only").shows("emails").hides("Pause");
+    let page = client.post("/queues/pause", &[("queue", "emails")]).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    page.shows("read-only");
+    assert!(admin::paused_queues(&db.pool).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn with_a_token_visitors_sign_in_once_and_their_name_is_recorded() {
+    let token = AccessToken::new(TOKEN).unwrap();
+    let (db, mut client) = console(ConsoleConfig::new().access_token(token)).await;
+    client.host = "console.internal:8080".to_owned();
+
+    let page = client.get("/dead?kind=x").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        page.location.as_deref(),
+        Some("/login?next=/dead%3Fkind%3Dx")
+    );
+    let page = client
+        .post_exactly("/queues/pause", &[("queue", "emails")])
+        .await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+
+    client.get("/login").await.shows("Access token");
+    let page = client
+        .post_exactly(
+            "/login",
+            &[("token", "wrong-token-wrong-token"), ("name", "ana")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    page.shows("not this console's access token");
+
+    let page = client
+        .post_exactly(
+            "/login",
+            &[("token", TOKEN), ("name", "ana"), ("next", "/dead?kind=x")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.location.as_deref(), Some("/dead?kind=x"));
+    client.get("/").await.shows("ana").shows("Sign out");
+    let page = client
+        .post(
+            "/queues/pause",
+            &[("queue", "emails"), ("reason", "provider down")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    let pauses = admin::paused_queues(&db.pool).await.unwrap();
+    assert_eq!(pauses[0].paused_by, "ana");
+
+    let page = client.post("/logout", &[]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(client.get("/").await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn a_sign_in_never_sends_the_visitor_to_another_site() {
+    let token = AccessToken::new(TOKEN).unwrap();
+    let (_db, mut client) = console(ConsoleConfig::new().access_token(token)).await;
+    for next in ["https://attacker.example/", "//attacker.example/", "dead"] {
+        let page = client
+            .post_exactly(
+                "/login",
+                &[("token", TOKEN), ("name", "ana"), ("next", next)],
+            )
+            .await;
+        assert_eq!(page.location.as_deref(), Some("/"), "{next}");
+    }
+}
+
+#[tokio::test]
+async fn tools_may_send_the_token_as_a_bearer_header() {
+    let token = AccessToken::new(TOKEN).unwrap();
+    let (db, mut client) = console(ConsoleConfig::new().access_token(token)).await;
+    client.bearer = Some(TOKEN.to_owned());
+    assert_eq!(client.get("/").await.status, StatusCode::OK);
+    let page = client
+        .post_exactly("/queues/pause", &[("queue", "emails")])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(admin::paused_queues(&db.pool).await.unwrap().len(), 1);
+
+    client.bearer = Some("not-the-token-not-the-token".to_owned());
+    assert_eq!(client.get("/").await.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn every_page_forbids_framing_and_scripts() {
+    let (_db, mut client) = console(ConsoleConfig::new()).await;
+    let page = client.get("/").await;
+    let policy = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("default-src 'none'"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(page.headers["x-frame-options"], "DENY");
+    let cookie = page.headers["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+}
+
+#[tokio::test]
+async fn every_action_is_recorded_in_the_audit_log() {
+    let lines = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let writer = {
+        let lines = Arc::clone(&lines);
+        move || Capture(Arc::clone(&lines))
+    };
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (_db, mut client) = console(ConsoleConfig::new()).await;
+    client.get("/").await;
+    client.post("/queues/pause", &[("queue", "emails")]).await;
+    client.post("/queues/resume", &[("queue", "emails")]).await;
+
+    let log = String::from_utf8(lines.lock().unwrap().clone()).unwrap();
+    let audit: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("jobs_console::audit"))
+        .collect();
+    assert_eq!(audit.len(), 2, "{log}");
+    assert!(
+        audit[0].contains("action=\"pause queue\"") && audit[0].contains("target=\"emails\""),
+        "{}",
+        audit[0]
+    );
+    assert!(audit[0].contains("actor=\"console\""), "{}", audit[0]);
+    assert!(audit[1].contains("action=\"resume queue\""), "{}", audit[1]);
+}
+
+/// A writer into a shared buffer.
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
