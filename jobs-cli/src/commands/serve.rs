@@ -72,6 +72,9 @@ pub async fn run(
         .await
         .map_err(serve_error)?;
     let bound = listener.local_addr().map_err(serve_error)?;
+    // Listening for the stop signals before saying where the console is: a supervisor may stop
+    // it as soon as it has read the address.
+    let stop = stop_signal().map_err(serve_error)?;
     println!(
         "jobs console on http://{bound}/{}{}{}",
         if protected {
@@ -95,11 +98,33 @@ pub async fn run(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(jobs_postgres::worker::shutdown_signal())
+    .with_graceful_shutdown(stop)
     .await
     .map_err(serve_error)?;
     pool.close().await;
     Ok(Outcome::Success)
+}
+
+/// Resolves on the first SIGINT or SIGTERM; both are listened for from this call on.
+#[cfg(unix)]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+}
+
+/// Resolves on the first ctrl-c.
+#[cfg(not(unix))]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 /// The access token from `file`, else from [`TOKEN_VARIABLE`] when it is set; none otherwise.

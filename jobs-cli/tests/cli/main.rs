@@ -14,5 +14,6 @@ mod migrate;
 mod outbox;
 mod prune;
 mod queue;
+mod serve;
 mod stats;
 mod trigger;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobs_testkit::{JobRow, RowState};
 
 /// The binary under test.
-const JOBS: &str = env!("CARGO_BIN_EXE_jobs");
+pub const JOBS: &str = env!("CARGO_BIN_EXE_jobs");
 
 jobs_testkit::suite_db! {
     /// The test kit's fresh database (dropped at the end of the test), with the binary to run

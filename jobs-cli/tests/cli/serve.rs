@@ -1,0 +1,134 @@
+//! `jobs serve`: refuses to expose an unprotected console, serves one until SIGTERM.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+use crate::support::{Db, JOBS};
+
+const TOKEN: &str = "correct-horse-battery-staple";
+
+#[tokio::test]
+async fn an_address_other_hosts_can_reach_needs_a_token_or_read_only() {
+    let db = Db::migrated().await;
+    let error = db
+        .jobs(&["serve", "--listen", "0.0.0.0:0"])
+        .await
+        .one_line_error();
+    assert!(error.contains("not serving on 0.0.0.0:0"), "{error}");
+    assert!(error.contains("needs an access token"), "{error}");
+}
+
+#[tokio::test]
+async fn a_short_token_is_refused() {
+    let db = Db::migrated().await;
+    let file = std::env::temp_dir().join(format!("jobs-console-token-{}", std::process::id()));
+    std::fs::write(&file, "short\n").unwrap();
+    let error = db
+        .jobs(&["serve", "--token-file", file.to_str().unwrap()])
+        .await
+        .one_line_error();
+    std::fs::remove_file(&file).unwrap();
+    assert!(error.contains("needs at least 16"), "{error}");
+}
+
+/// Starts `jobs serve ARGS` with `token` in the environment; returns the process and the
+/// address it printed.
+async fn serve(db: &Db, args: &[&str], token: Option<&str>) -> (tokio::process::Child, String) {
+    let mut command = tokio::process::Command::new(JOBS);
+    command
+        .arg("serve")
+        .args(args)
+        .env("DATABASE_URL", db.url())
+        .env_remove("JOBS_CONSOLE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(token) = token {
+        command.env("JOBS_CONSOLE_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("jobs serve starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the address within 30 s")
+        .unwrap()
+        .expect("a first line");
+    (child, first)
+}
+
+/// The status line of `GET /` sent to `address` as `host`.
+async fn status_of(address: &str, host: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(
+            format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Sends SIGTERM and waits for a clean exit.
+async fn stop(mut child: tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("stops within 30 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_console_with_a_token_asks_visitors_to_sign_in_and_stops_on_sigterm() {
+    let db = Db::migrated().await;
+    let (child, first) = serve(&db, &["--listen", "127.0.0.1:0"], Some(TOKEN)).await;
+    assert!(first.ends_with(" (access token required)"), "{first}");
+    let address = first
+        .trim_start_matches("jobs console on http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        status_of(&address, "console.internal").await,
+        "HTTP/1.1 303 See Other"
+    );
+    stop(child).await;
+}
+
+#[tokio::test]
+async fn a_console_without_a_token_answers_loopback_names_only() {
+    let db = Db::migrated().await;
+    let (child, first) = serve(&db, &["--listen", "127.0.0.1:0"], None).await;
+    let address = first
+        .trim_start_matches("jobs console on http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(status_of(&address, "localhost").await, "HTTP/1.1 200 OK");
+    assert_eq!(
+        status_of(&address, "rebound.example").await,
+        "HTTP/1.1 403 Forbidden"
+    );
+    stop(child).await;
+}
+
+#[tokio::test]
+async fn a_read_only_console_may_listen_on_every_address() {
+    let db = Db::migrated().await;
+    let (child, first) = serve(&db, &["--listen", "0.0.0.0:0", "--read-only"], None).await;
+    assert!(first.ends_with(" (read-only)"), "{first}");
+    stop(child).await;
+}
