@@ -45,9 +45,14 @@ pub mod __private {
             CLAIM_JOBS, CLAIM_JOBS_AFTER, CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER,
             LOCK_LIMITED_KIND,
         };
-        pub use crate::store::dead::REPLAY_DEAD;
+        pub use crate::store::dead::{
+            COUNT_DEAD, DISCARD_DEAD, JOB_DETAILS, LIST_DEAD, PREVIEW_DISCARD_DEAD,
+            PREVIEW_REPLAY_DEAD, REPLAY_DEAD,
+        };
         pub use crate::store::enqueue::FIND_DEDUPE_HOLDERS;
-        pub use crate::store::outbox::CLAIM_OUTBOX;
+        pub use crate::store::outbox::{
+            CLAIM_OUTBOX, LIST_PARKED, PREVIEW_REPLAY_PARKED, REPLAY_PARKED,
+        };
         pub use crate::store::outcomes::{HEARTBEAT, RECORD_OUTCOMES};
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};

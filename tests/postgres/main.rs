@@ -13,6 +13,7 @@ mod attempts_rule;
 mod claim_commit;
 mod claim_plans;
 mod claim_position;
+mod console_plans;
 mod dedupe;
 mod drain;
 mod enqueue;
