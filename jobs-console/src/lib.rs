@@ -42,6 +42,7 @@
 
 mod actions;
 mod audit;
+mod chart;
 mod config;
 mod forms;
 mod html;
