@@ -35,11 +35,10 @@
 
 mod gauges;
 mod runs;
+mod throughput;
 
 pub use gauges::{Gauges, GaugesPass};
-pub(crate) use runs::{
-    outbox_duplicate_id, outcome_dropped, rescue_refused, rescued, WorkerMetrics,
-};
+pub(crate) use runs::{outbox_duplicate_id, outcome_dropped, rescue_refused, WorkerMetrics};
 
 use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use jobs_core::Decision;

@@ -11,6 +11,8 @@ mod prune;
 mod queue;
 mod schedule;
 mod stats;
+mod throughput;
+mod workers;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -63,6 +65,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
     let report = match cli.command {
         Command::Migrate => migrate::run(&pool).await,
         Command::Stats { json } => stats::run(&pool, json).await,
+        Command::Workers { json } => workers::run(&pool, json).await,
+        Command::Throughput { minutes, json } => throughput::run(&pool, minutes, json).await,
         Command::Dead { command } => match command {
             DeadCommand::List {
                 filter,
@@ -117,6 +121,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             max_unpublished_age,
             max_parked,
             max_paused,
+            max_unserved_age,
         } => {
             let thresholds = jobs_postgres::admin::HealthThresholds {
                 max_dead,
@@ -126,6 +131,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 max_unpublished_age,
                 max_parked,
                 max_paused,
+                max_unserved_age,
             };
             check::run(&pool, &thresholds).await
         }
