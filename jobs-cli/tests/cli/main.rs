@@ -16,3 +16,4 @@ mod prune;
 mod queue;
 mod stats;
 mod trigger;
+mod workers;
