@@ -729,6 +729,7 @@ async fn supervise(
     );
     let tasks = Tasks::spawn(&shared, plans, schedules, relays, outcomes, presence);
     tracing::info!(
+        worker.id = %shared.id,
         kinds = ?kinds.iter().map(|kind| kind.name).collect::<Vec<_>>(),
         "worker started"
     );
