@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use jobs_core::JobId;
 
-/// Operate a jobs queue on PostgreSQL: health numbers, alerting, dead letters, parked outbox
-/// rows, retention.
+/// Operate a jobs queue on PostgreSQL: health numbers, alerting, live workers, throughput, dead
+/// letters, parked outbox rows, retention.
 ///
 /// Connects to DATABASE_URL, or --database-url. Exit codes: 0 success (for `check`: healthy),
 /// 1 `check` found a threshold crossed, 2 the command could not run (one line on stderr says
