@@ -188,9 +188,9 @@ async fn checkout(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     support::init_logging();
-    // Room for what the worker can use at once: one queue of 16 jobs at once, its producer and 6 connections for the
-    // worker's own tasks (LISTEN, heartbeat, rescue, outcomes, retention, gauges).
-    let (_database, pool) = support::scratch_database(23).await?;
+    // Room for what the worker can use at once: one queue of 16 jobs at once, its producer and 7 connections for the
+    // worker's own tasks (LISTEN, heartbeat, rescue, presence, outcomes, retention, gauges).
+    let (_database, pool) = support::scratch_database(24).await?;
     jobs::migrate(&pool).await?;
     sqlx::query(
         "CREATE TABLE demo_orders (

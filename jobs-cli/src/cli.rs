@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use jobs_core::JobId;
 
-/// Operate a jobs queue on PostgreSQL: health numbers, alerting, dead letters, parked outbox
-/// rows, retention.
+/// Operate a jobs queue on PostgreSQL: health numbers, alerting, live workers, throughput, dead
+/// letters, parked outbox rows, retention.
 ///
 /// Connects to DATABASE_URL, or --database-url. Exit codes: 0 success (for `check`: healthy),
 /// 1 `check` found a threshold crossed, 2 the command could not run (one line on stderr says
@@ -47,6 +47,29 @@ pub enum Command {
     /// then estimated from the planner's statistics (marked `~`), `?` when there is no estimate
     /// yet.
     Stats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the live worker processes: host, pid, version, queues with their concurrency, kinds.
+    ///
+    /// Each worker records itself when it starts, refreshes the record every few seconds (5 s
+    /// by default) and deletes it when it stops; one not seen for three of its intervals is gone
+    /// and no longer listed.
+    Workers {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the runs that ended per minute, queue and kind: done, retried, dead, cancelled.
+    ///
+    /// Read from the counts the workers write every few seconds (kept 2 days), not from the
+    /// jobs: cheap at any table size. A run is counted in the minute its worker wrote it, a few
+    /// seconds after it ended; a worker killed loses the counts it had not written yet.
+    Throughput {
+        /// How many minutes back, the current one included.
+        #[arg(long, value_name = "N", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=527_040))]
+        minutes: u32,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -156,6 +179,11 @@ pub enum Command {
         /// the pause is).
         #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration)]
         max_paused: Duration,
+        /// Longest due jobs may wait while no live worker can claim them (none serves their
+        /// queue, or none that does runs their kind); they are reported that way instead of as
+        /// old ready jobs.
+        #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
+        max_unserved_age: Duration,
     },
 }
 

@@ -58,6 +58,8 @@ pub mod __private {
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};
         pub use crate::store::retention::{PRUNE_PROCESSED_KEYS, RETENTION_LOCK_KEY};
         pub use crate::store::stats::{EXACT_RETAINED_BOUND, QUEUE_STATS, RETAINED_COUNTS};
+        pub use crate::store::throughput::{ADD_THROUGHPUT, PRUNE_THROUGHPUT, THROUGHPUT};
+        pub use crate::store::workers::{FORGET_WORKER, LIVE_WORKERS, RECORD_PRESENCE};
         pub use crate::store::NOTIFY_CHANNEL;
     }
 

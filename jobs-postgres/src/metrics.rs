@@ -22,6 +22,7 @@
 //! | [`OLDEST_READY_AGE_SECONDS`] | gauge | `kind`, `queue` | how long the oldest due job has waited |
 //! | [`LONGEST_EXPIRED_LEASE_SECONDS`] | gauge | `kind`, `queue` | how long ago the longest-expired lease expired |
 //! | [`QUEUE_PAUSED_SECONDS`] | gauge | `queue` | how long a paused queue has been paused |
+//! | [`LIVE_WORKERS`] | gauge | `queue` | live worker processes that claim from the queue |
 //!
 //! The counters and histograms are this process's own. The gauges are the table's health
 //! numbers ([`admin::stats`](crate::admin::stats)), published by every worker every
@@ -35,11 +36,10 @@
 
 mod gauges;
 mod runs;
+mod throughput;
 
 pub use gauges::{Gauges, GaugesPass};
-pub(crate) use runs::{
-    outbox_duplicate_id, outcome_dropped, rescue_refused, rescued, WorkerMetrics,
-};
+pub(crate) use runs::{outbox_duplicate_id, outcome_dropped, rescue_refused, WorkerMetrics};
 
 use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use jobs_core::Decision;
@@ -108,8 +108,14 @@ pub const LONGEST_EXPIRED_LEASE_SECONDS: &str = "jobs_longest_expired_lease_seco
 /// does on `queue_paused`.
 pub const QUEUE_PAUSED_SECONDS: &str = "jobs_queue_paused_seconds";
 
+/// Gauge: the live worker processes that claim from the queue (see
+/// [`admin::live_workers`](crate::admin::live_workers)), labelled `queue`; published for every
+/// queue a live worker serves or that holds jobs, so a queue with jobs and no worker shows 0.
+/// Alert on 0 while `jobs_ready` is above 0, as `jobs check` does on `queue_unserved`.
+pub const LIVE_WORKERS: &str = "jobs_live_workers";
+
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 16] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
@@ -125,6 +131,7 @@ pub const ALL: [&str; 15] = [
     OLDEST_READY_AGE_SECONDS,
     LONGEST_EXPIRED_LEASE_SECONDS,
     QUEUE_PAUSED_SECONDS,
+    LIVE_WORKERS,
 ];
 
 /// The names of the labels.
@@ -303,6 +310,11 @@ pub fn describe() {
         QUEUE_PAUSED_SECONDS,
         Unit::Seconds,
         "How long the queue has been paused; 0 once resumed."
+    );
+    describe_gauge!(
+        LIVE_WORKERS,
+        Unit::Count,
+        "Live worker processes that claim from the queue."
     );
 }
 

@@ -94,6 +94,7 @@ async fn workers_prune_by_themselves() {
             max_age: Duration::from_secs(7 * 86_400),
             batch_size: 400,
             interval: Duration::from_millis(50),
+            ..RetentionConfig::default()
         }),
         ..fast_config()
     };

@@ -44,7 +44,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (7, "outbox_ids_topics".to_string()),
             (8, "claims_and_gauges".to_string()),
             (9, "processed_key_digest".to_string()),
-            (10, "operator_controls".to_string())
+            (10, "operator_controls".to_string()),
+            (12, "workers_and_throughput".to_string())
         ]
     );
     let sqlx_history: Option<String> =
@@ -94,7 +95,7 @@ async fn least_privilege_probe() -> jobs::JobResult {
 const RUNTIME_GRANTS: &[&str] = &[
     "CREATE ROLE {role} LOGIN",
     "GRANT USAGE ON SCHEMA public TO {role}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs_queue, jobs_schedules, jobs_processed_keys, jobs_outbox, jobs_gauges, jobs_queue_pauses TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs_queue, jobs_schedules, jobs_processed_keys, jobs_outbox, jobs_gauges, jobs_queue_pauses, jobs_workers, jobs_throughput TO {role}",
     "GRANT SELECT ON jobs_migrations TO {role}",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",

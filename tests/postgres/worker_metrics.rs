@@ -280,3 +280,39 @@ async fn a_paused_queue_is_a_gauge_that_goes_back_to_zero_once_resumed() {
         Some(0.0)
     );
 }
+
+#[tokio::test]
+async fn the_live_workers_of_each_queue_are_a_gauge() {
+    const QUEUE: &str = "gauged_workers";
+    let db = Db::new().await;
+    let recorded = recorded();
+    let labels = [("queue", QUEUE)];
+    record_run::builder(String::from("waits"))
+        .queue(QUEUE)
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+    let mut gauges = Gauges::new();
+    // Jobs and no worker: 0, the number to alert on.
+    gauges.refresh(&db.pool).await.unwrap();
+    assert_eq!(recorded.gauge(names::LIVE_WORKERS, &labels), Some(0.0));
+
+    db.execute(&format!(
+        "INSERT INTO jobs_workers (id, host, pid, version, queues, kinds, gone_after)
+         SELECT gen_random_uuid(), 'box', n, '0.1.0',
+                '[{{\"queue\": \"{QUEUE}\", \"concurrency\": 2}}]', ARRAY['record_run'],
+                interval '1 hour'
+         FROM generate_series(1, 2) AS n"
+    ))
+    .await;
+    // Both ways of refreshing publish them.
+    gauges.refresh(&db.pool).await.unwrap();
+    assert_eq!(recorded.gauge(names::LIVE_WORKERS, &labels), Some(2.0));
+    gauges.publish(&Stats::default());
+    assert_eq!(recorded.gauge(names::LIVE_WORKERS, &labels), Some(0.0));
+    gauges
+        .refresh_shared(&db.pool, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(recorded.gauge(names::LIVE_WORKERS, &labels), Some(2.0));
+}

@@ -143,23 +143,24 @@ fn build_on_a_pool_of(db: &Db, connections: u32, running: usize) -> Result<Worke
 async fn a_pool_smaller_than_the_worker_can_use_is_warned_about_once_with_the_numbers() {
     crate::logs::logs();
     let db = Db::new().await;
-    // 37 running jobs + 1 producer + listener, heartbeat, rescuer, completer, retention, gauges.
+    // 37 running jobs + 1 producer + listener, heartbeat, rescuer, presence, completer,
+    // retention, gauges.
     build_on_a_pool_of(&db, 3, 37).expect("a small pool is a warning, not an error");
-    let needle = "at most 3 connections, but this worker can use 44 at once";
+    let needle = "at most 3 connections, but this worker can use 45 at once";
     let warned = logged_about(needle);
     assert_eq!(warned.len(), 1, "warned once: {warned:?}");
     for part in [
         "WARN",
-        "37 for running jobs, 1 for claiming, 6 for its listener, heartbeat, rescuer, completer, retention, gauges",
-        "max_connections(44)",
+        "37 for running jobs, 1 for claiming, 7 for its listener, heartbeat, rescuer, presence, completer, retention, gauges",
+        "max_connections(45)",
     ] {
         assert!(warned[0].contains(part), "{part} in {}", warned[0]);
     }
 
     // A pool large enough says nothing.
-    build_on_a_pool_of(&db, 45, 38).expect("worker builds");
+    build_on_a_pool_of(&db, 46, 38).expect("worker builds");
     assert_eq!(
-        logged_about("this worker can use 45 at once"),
+        logged_about("this worker can use 46 at once"),
         Vec::<String>::new()
     );
 }

@@ -127,13 +127,26 @@ pub fn start_worker(
     concurrency: usize,
     completion: Completion,
 ) -> Result<jobs::WorkerHandle, jobs::WorkerError> {
+    start_worker_with(
+        pool,
+        concurrency,
+        WorkerConfig {
+            completion,
+            ..WorkerConfig::default()
+        },
+    )
+}
+
+/// A worker for `noop` jobs at `concurrency`, with `config`.
+pub fn start_worker_with(
+    pool: &PgPool,
+    concurrency: usize,
+    config: WorkerConfig,
+) -> Result<jobs::WorkerHandle, jobs::WorkerError> {
     Ok(Worker::builder(pool.clone())
         .kinds(["noop"])
         .queue("default", concurrency)
-        .config(WorkerConfig {
-            completion,
-            ..WorkerConfig::default()
-        })
+        .config(config)
         .build()?
         .start())
 }

@@ -9,6 +9,7 @@ pub mod memory;
 pub mod outbox;
 pub mod pressure;
 pub mod stats;
+pub mod throughput;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,4 +38,4 @@ macro_rules! workloads {
 
 /// Every workload, in the order they run.
 pub const ALL: &[Workload] =
-    workloads![enqueue, bulk, drain, latency, growth, pressure, memory, outbox, stats];
+    workloads![enqueue, bulk, drain, latency, growth, pressure, memory, outbox, stats, throughput];

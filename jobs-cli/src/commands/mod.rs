@@ -12,6 +12,8 @@ mod queue;
 mod schedule;
 mod serve;
 mod stats;
+mod throughput;
+mod workers;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -81,6 +83,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
     let report = match cli.command {
         Command::Migrate => migrate::run(&pool).await,
         Command::Stats { json } => stats::run(&pool, json).await,
+        Command::Workers { json } => workers::run(&pool, json).await,
+        Command::Throughput { minutes, json } => throughput::run(&pool, minutes, json).await,
         Command::Dead { command } => match command {
             DeadCommand::List {
                 filter,
@@ -135,6 +139,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             max_unpublished_age,
             max_parked,
             max_paused,
+            max_unserved_age,
         } => {
             let thresholds = jobs_postgres::admin::HealthThresholds {
                 max_dead,
@@ -144,6 +149,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 max_unpublished_age,
                 max_parked,
                 max_paused,
+                max_unserved_age,
             };
             check::run(&pool, &thresholds).await
         }

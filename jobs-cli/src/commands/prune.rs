@@ -63,6 +63,7 @@ pub async fn run(
             processed_keys: keys,
             outbox,
             more: false,
+            ..RetentionReport::default()
         };
         return Ok(Report::success(report_json(older_than, false, &report)));
     }

@@ -38,7 +38,29 @@ fn to_table(stats: &Stats) -> String {
         text.push('\n');
         text.push_str(&pauses_lines(&stats.paused));
     }
+    text.push('\n');
+    text.push_str(&workers_line(stats));
     text
+}
+
+/// How many workers are live, and the queues they serve (`jobs workers` lists them).
+fn workers_line(stats: &Stats) -> String {
+    let mut queues: Vec<&str> = stats
+        .workers
+        .iter()
+        .flat_map(|worker| worker.queues.iter().map(|queue| queue.queue.as_str()))
+        .collect();
+    queues.sort_unstable();
+    queues.dedup();
+    match stats.workers.len() {
+        0 => "workers: none live\n".to_owned(),
+        live => format!(
+            "workers: {} live, serving {} ({}); `jobs workers` lists them\n",
+            live,
+            super::count(queues.len(), "queue"),
+            shown(&queues.join(", "))
+        ),
+    }
 }
 
 /// One line per paused queue: since when, by whom, why.
@@ -234,6 +256,7 @@ fn to_json(stats: &Stats) -> Value {
             "reason": pause.reason,
         })).collect::<Vec<_>>(),
         "total": counts_json(&stats.total(), stats.retained),
+        "live_workers": stats.workers.len(),
         "retained": match stats.retained {
             RetainedCounts::Counted => "counted",
             RetainedCounts::Estimated => "estimated",

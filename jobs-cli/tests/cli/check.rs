@@ -1,7 +1,9 @@
 //! `jobs check`: exit 0 when healthy; exit 1 and one line per threshold crossed, naming the
 //! kind and the number.
 
-use crate::fixtures::{assert_check_passes, assert_framed, backdate, RunOutput, Schedule};
+use crate::fixtures::{
+    assert_check_passes, assert_framed, backdate, live_worker, RunOutput, Schedule,
+};
 use crate::support::Db;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,6 +36,8 @@ async fn a_ready_job_waiting_too_long_fails_the_check() {
     let db = Db::migrated().await;
     let ids = db.insert(3, "send_email", "email", "ready").await;
     backdate(&db, &ids[..1], &["run_at", "created_at"], "10 minutes").await;
+    // A live worker can claim them: they are late, not unserved.
+    live_worker(&db, &["email"], &["send_email"]).await;
     let run = db.jobs(&["check"]).await.failed_check();
     assert_framed(
         run.single_line(),
@@ -65,6 +69,7 @@ async fn every_threshold_crossed_gets_its_line() {
     db.insert(4, "resize", "default", "dead").await;
     let ready = db.insert(1, "resize", "default", "ready").await;
     backdate(&db, &ready, &["run_at"], "1 hour").await;
+    live_worker(&db, &["default"], &["resize"]).await;
     let run = db.jobs(&["check"]).await.failed_check();
     let names: Vec<&str> = run
         .stdout
@@ -171,4 +176,28 @@ async fn removing_a_schedule_still_kept_up_with_needs_force() {
         .success();
     assert_eq!(removed.stdout, "removed schedule nightly; its jobs stay\n");
     assert_eq!(db.count("SELECT count(*) FROM jobs_schedules").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_jobs_no_live_worker_can_claim_fail_the_check() {
+    let db = Db::migrated().await;
+    let ids = db.insert(2, "send_email", "email", "ready").await;
+    backdate(&db, &ids, &["run_at"], "3 minutes").await;
+    let nobody = db.jobs(&["check"]).await.failed_check();
+    assert_framed(
+        nobody.single_line(),
+        "queue_unserved: no live worker claims from queue email, where the oldest of 2 ready jobs has waited 3m",
+        "(at most 1m allowed): start a worker that runs this queue",
+    );
+    live_worker(&db, &["email"], &["send_sms"]).await;
+    let kind_missing = db.jobs(&["check"]).await.failed_check();
+    assert_framed(
+        kind_missing.single_line(),
+        "kind_without_worker: no live worker of queue email runs kind send_email, whose oldest of 2 ready jobs has waited 3m",
+        "(at most 1m allowed): deploy a worker that registers it",
+    );
+    // The threshold is a flag.
+    assert_check_passes(&db, &["--max-unserved-age", "10m"]).await;
+    live_worker(&db, &["email"], &["send_email"]).await;
+    assert_check_passes(&db, &[]).await;
 }

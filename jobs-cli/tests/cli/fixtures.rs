@@ -180,3 +180,27 @@ pub fn assert_framed(line: &str, start: &str, end: &str) {
     );
     assert!(line.ends_with(end), "{line:?} should end with {end:?}");
 }
+
+/// Records a live worker (pid 4242 on host `box`, seen now) serving `queues` 4 at a time and
+/// running `kinds`, as a worker process records itself.
+pub async fn live_worker(db: &Db, queues: &[&str], kinds: &[&str]) {
+    let queues: Vec<Value> = queues
+        .iter()
+        .map(|queue| serde_json::json!({"queue": queue, "concurrency": 4}))
+        .collect();
+    sqlx::query(
+        "INSERT INTO jobs_workers (id, host, pid, version, queues, kinds, started_at, gone_after)
+         VALUES (gen_random_uuid(), 'box', 4242, '0.1.0', $1, $2, now() - interval '1 hour',
+                 interval '15 seconds')",
+    )
+    .bind(Value::from(queues))
+    .bind(
+        kinds
+            .iter()
+            .map(|kind| (*kind).to_owned())
+            .collect::<Vec<_>>(),
+    )
+    .execute(&db.pool)
+    .await
+    .expect("record a live worker");
+}

@@ -17,3 +17,4 @@ mod queue;
 mod serve;
 mod stats;
 mod trigger;
+mod workers;

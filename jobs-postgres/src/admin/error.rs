@@ -25,6 +25,10 @@ pub enum AdminError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A window of time given to an operation is empty or too long; nothing was sent to the
+    /// database.
+    #[error("invalid window: {0}")]
+    InvalidWindow(&'static str),
 }
 
 impl From<sqlx::Error> for AdminError {

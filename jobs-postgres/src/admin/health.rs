@@ -31,6 +31,12 @@ pub struct HealthThresholds {
     /// provider, an incident), and one forgotten leaves its jobs waiting for good. While a queue
     /// is paused, its waiting jobs are not reported as [`Violation::ReadyTooOld`]: the pause is.
     pub max_paused: Duration,
+    /// Longest due jobs may wait while no live worker can claim them: none serves their queue
+    /// ([`Violation::QueueUnserved`]), or none that serves it runs their kind
+    /// ([`Violation::KindWithoutWorker`]). Default 1 minute, which a rolling restart stays
+    /// under. Such jobs are reported that way instead of as [`Violation::ReadyTooOld`]. Paused
+    /// queues are not judged: the pause is their alert.
+    pub max_unserved_age: Duration,
 }
 
 impl Default for HealthThresholds {
@@ -43,6 +49,7 @@ impl Default for HealthThresholds {
             max_unpublished_age: Duration::from_secs(5 * 60),
             max_parked: 0,
             max_paused: Duration::from_secs(60 * 60),
+            max_unserved_age: Duration::from_secs(60),
         }
     }
 }
@@ -132,6 +139,33 @@ pub enum Violation {
         /// The threshold.
         max: Duration,
     },
+    /// Due jobs of a queue have waited longer than [`HealthThresholds::max_unserved_age`] and no
+    /// live worker claims from that queue.
+    QueueUnserved {
+        /// The queue.
+        queue: String,
+        /// Its due jobs, all kinds.
+        ready: u64,
+        /// How long the oldest has waited.
+        age: Duration,
+        /// The threshold.
+        max: Duration,
+    },
+    /// Due jobs of a kind have waited longer than [`HealthThresholds::max_unserved_age`], and
+    /// of the live workers that claim from their queue none runs that kind (a worker missing,
+    /// or a kind left out of a deploy).
+    KindWithoutWorker {
+        /// The queue.
+        queue: String,
+        /// The job kind.
+        kind: String,
+        /// Its due jobs.
+        ready: u64,
+        /// How long the oldest has waited.
+        age: Duration,
+        /// The threshold.
+        max: Duration,
+    },
 }
 
 /// Ticks since a schedule's last success, with their grace passed, from which it is reported as
@@ -140,7 +174,8 @@ pub const MISSING_AFTER_TICKS: usize = 2;
 
 impl Violation {
     /// A short, stable name of the threshold crossed: `dead`, `ready_age`, `expired_leases`,
-    /// `schedule_missing`, `outbox_age`, `outbox_parked` or `queue_paused`.
+    /// `schedule_missing`, `outbox_age`, `outbox_parked`, `queue_paused`, `queue_unserved` or
+    /// `kind_without_worker`.
     pub fn name(&self) -> &'static str {
         match self {
             Violation::Dead { .. } => "dead",
@@ -150,6 +185,8 @@ impl Violation {
             Violation::OutboxBehind { .. } => "outbox_age",
             Violation::OutboxParked { .. } => "outbox_parked",
             Violation::QueuePaused { .. } => "queue_paused",
+            Violation::QueueUnserved { .. } => "queue_unserved",
+            Violation::KindWithoutWorker { .. } => "kind_without_worker",
         }
     }
 }
@@ -239,8 +276,80 @@ impl fmt::Display for Violation {
                 plural(*waiting),
                 HumanDuration(*max)
             ),
+            Violation::QueueUnserved {
+                queue,
+                ready,
+                age,
+                max,
+            } => write!(
+                f,
+                "queue_unserved: no live worker claims from queue {queue}, where the oldest of {ready} ready job{} has waited {} (at most {} allowed): start a worker that runs this queue",
+                plural(*ready),
+                HumanDuration(*age),
+                HumanDuration(*max)
+            ),
+            Violation::KindWithoutWorker {
+                queue,
+                kind,
+                ready,
+                age,
+                max,
+            } => write!(
+                f,
+                "kind_without_worker: no live worker of queue {queue} runs kind {kind}, whose oldest of {ready} ready job{} has waited {} (at most {} allowed): deploy a worker that registers it",
+                plural(*ready),
+                HumanDuration(*age),
+                HumanDuration(*max)
+            ),
         }
     }
+}
+
+/// What keeps the due jobs of `kind` from every live worker, when they have waited longer than
+/// `max`: no live worker claims from the queue (the queue's due jobs, all kinds, as `queues`
+/// sums them), or none that does runs the kind.
+fn unserved(
+    stats: &Stats,
+    queues: &[(String, super::Counts)],
+    kind: &super::KindStats,
+    max: Duration,
+) -> Option<Violation> {
+    let age = kind.counts.oldest_ready_age.filter(|age| *age > max)?;
+    if kind.counts.ready == 0 {
+        return None;
+    }
+    if !stats
+        .workers
+        .iter()
+        .any(|worker| worker.serves_queue(&kind.queue))
+    {
+        let queue = queues
+            .iter()
+            .find(|(queue, _)| *queue == kind.queue)
+            .map(|(_, counts)| counts);
+        return Some(Violation::QueueUnserved {
+            queue: kind.queue.clone(),
+            ready: queue.map_or(kind.counts.ready, |counts| counts.ready),
+            age: queue
+                .and_then(|counts| counts.oldest_ready_age)
+                .unwrap_or(age),
+            max,
+        });
+    }
+    if stats
+        .workers
+        .iter()
+        .any(|worker| worker.serves(&kind.queue, &kind.kind))
+    {
+        return None;
+    }
+    Some(Violation::KindWithoutWorker {
+        queue: kind.queue.clone(),
+        kind: kind.kind.clone(),
+        ready: kind.counts.ready,
+        age,
+        max,
+    })
 }
 
 fn plural(count: u64) -> &'static str {
@@ -255,8 +364,14 @@ fn plural(count: u64) -> &'static str {
 ///
 /// A pure function of the numbers, so it can be tested and reused (an HTTP health endpoint, a
 /// probe) without a database.
+///
+/// Whether a live worker can claim a kind's due jobs is judged from [`Stats::workers`]: a
+/// [`Stats`] built by hand with no workers reports every queue with due jobs older than
+/// [`HealthThresholds::max_unserved_age`] as unserved.
 pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
     let mut violations = Vec::new();
+    let queues = stats.queues();
+    let mut unserved_reported: Vec<&str> = Vec::new();
     for kind in &stats.kinds {
         let counts = &kind.counts;
         if counts.dead > thresholds.max_dead {
@@ -268,7 +383,26 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
             });
         }
         let paused = stats.paused.iter().any(|pause| pause.queue == kind.queue);
-        if let Some(age) = counts.oldest_ready_age.filter(|_| !paused) {
+        let unserved = if paused {
+            None
+        } else {
+            unserved(stats, &queues, kind, thresholds.max_unserved_age)
+        };
+        let reported_unserved = unserved.is_some();
+        match unserved {
+            Some(violation @ Violation::QueueUnserved { .. })
+                if !unserved_reported.contains(&kind.queue.as_str()) =>
+            {
+                unserved_reported.push(&kind.queue);
+                violations.push(violation);
+            }
+            Some(violation @ Violation::KindWithoutWorker { .. }) => violations.push(violation),
+            _ => {}
+        }
+        if let Some(age) = counts
+            .oldest_ready_age
+            .filter(|_| !paused && !reported_unserved)
+        {
             if age > thresholds.max_ready_age {
                 violations.push(Violation::ReadyTooOld {
                     queue: kind.queue.clone(),
@@ -345,8 +479,9 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::{Counts, KindStats};
+    use crate::admin::{Counts, KindStats, LiveWorker, WorkerQueue};
 
+    /// The counts of kind `send_receipt` in queue `email`, which a live worker serves.
     fn stats(counts: Counts) -> Stats {
         Stats {
             kinds: vec![KindStats {
@@ -354,8 +489,125 @@ mod tests {
                 kind: "send_receipt".into(),
                 counts,
             }],
+            workers: vec![worker(&["email"], &["send_receipt"])],
             ..Stats::default()
         }
+    }
+
+    /// A live worker of `queues` running `kinds`.
+    fn worker(queues: &[&str], kinds: &[&str]) -> LiveWorker {
+        LiveWorker {
+            id: uuid::Uuid::new_v4(),
+            host: String::from("box"),
+            pid: 42,
+            version: String::from("0.1.0"),
+            queues: queues
+                .iter()
+                .map(|queue| WorkerQueue {
+                    queue: (*queue).to_owned(),
+                    concurrency: 16,
+                })
+                .collect(),
+            kinds: kinds.iter().map(|kind| (*kind).to_owned()).collect(),
+            started_at: chrono::Utc::now(),
+            last_seen_at: chrono::Utc::now(),
+            last_seen_ago: Duration::ZERO,
+        }
+    }
+
+    fn lines(stats: &Stats, thresholds: &HealthThresholds) -> Vec<String> {
+        check(stats, thresholds)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn due_jobs_no_live_worker_can_claim_are_reported_instead_of_as_old() {
+        let waiting = Counts {
+            ready: 3,
+            scheduled: 2,
+            oldest_ready_age: Some(Duration::from_secs(400)),
+            ..Counts::default()
+        };
+        let mut unserved = stats(waiting.clone());
+        unserved.workers = vec![worker(&["default"], &["send_receipt"])];
+        assert_eq!(
+            lines(&unserved, &HealthThresholds::default()),
+            ["queue_unserved: no live worker claims from queue email, where the oldest of 3 ready jobs has waited 6m40s (at most 1m allowed): start a worker that runs this queue"]
+        );
+        let mut kind_missing = stats(waiting.clone());
+        kind_missing.workers = vec![
+            worker(&["email"], &["send_invoice"]),
+            worker(&["default"], &["send_receipt"]),
+        ];
+        assert_eq!(
+            lines(&kind_missing, &HealthThresholds::default()),
+            ["kind_without_worker: no live worker of queue email runs kind send_receipt, whose oldest of 3 ready jobs has waited 6m40s (at most 1m allowed): deploy a worker that registers it"]
+        );
+        let patient = HealthThresholds {
+            max_unserved_age: Duration::from_secs(600),
+            max_ready_age: Duration::from_secs(600),
+            ..HealthThresholds::default()
+        };
+        assert_eq!(lines(&kind_missing, &patient), Vec::<String>::new());
+        // Served: only the age threshold applies.
+        assert_eq!(
+            lines(&stats(waiting), &HealthThresholds::default()),
+            ["ready_age: the oldest of 3 ready jobs of kind send_receipt in queue email has waited 6m40s (at most 5m allowed)"]
+        );
+    }
+
+    #[test]
+    fn jobs_not_due_or_in_a_paused_queue_need_no_worker() {
+        let mut scheduled_only = stats(Counts {
+            scheduled: 5,
+            ..Counts::default()
+        });
+        scheduled_only.workers.clear();
+        assert!(check(&scheduled_only, &HealthThresholds::default()).is_empty());
+        let mut paused = stats(Counts {
+            ready: 5,
+            oldest_ready_age: Some(Duration::from_secs(120)),
+            ..Counts::default()
+        });
+        paused.workers.clear();
+        paused.paused = vec![crate::admin::QueuePause {
+            queue: String::from("email"),
+            paused_at: chrono::Utc::now(),
+            paused_for: Duration::from_secs(60),
+            paused_by: String::from("ops"),
+            reason: None,
+        }];
+        assert!(check(&paused, &HealthThresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn an_unserved_queue_is_one_line_for_all_its_kinds() {
+        let counts = |ready, secs| Counts {
+            ready,
+            oldest_ready_age: Some(Duration::from_secs(secs)),
+            ..Counts::default()
+        };
+        let stats = Stats {
+            kinds: vec![
+                KindStats {
+                    queue: "media".into(),
+                    kind: "resize".into(),
+                    counts: counts(2, 90),
+                },
+                KindStats {
+                    queue: "media".into(),
+                    kind: "transcode".into(),
+                    counts: counts(5, 30),
+                },
+            ],
+            ..Stats::default()
+        };
+        assert_eq!(
+            lines(&stats, &HealthThresholds::default()),
+            ["queue_unserved: no live worker claims from queue media, where the oldest of 7 ready jobs has waited 1m30s (at most 1m allowed): start a worker that runs this queue"]
+        );
     }
 
     #[test]

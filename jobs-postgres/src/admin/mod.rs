@@ -11,7 +11,8 @@
 //!   The outbox's numbers come with them: unpublished rows, the age of the oldest, parked rows.
 //! - [`check`]: turns those numbers into [`Violation`]s of [`HealthThresholds`] (by default: any
 //!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute, an outbox
-//!   row unpublished for over 5 minutes, any parked outbox row).
+//!   row unpublished for over 5 minutes, any parked outbox row, due jobs that no live worker
+//!   can claim for over a minute).
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
@@ -21,6 +22,10 @@
 //!   now.
 //! - [`pause_queue`] / [`resume_queue`]: stop and restart the claims of a queue in every worker
 //!   process (running jobs finish); [`paused_queues`] lists the pauses.
+//! - [`live_workers`]: the worker processes running now, with their queues and kinds (each
+//!   records itself and refreshes the record every few seconds).
+//! - [`throughput`]: the runs ended per minute, queue and kind (done, retried, dead, cancelled)
+//!   over the last hours, from a small rollup the workers keep, not from the retained jobs.
 //! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
 //!   batch at a time, one process at a time; every worker runs it (see
 //!   [`WorkerConfig::retention`]). Dead jobs and parked rows are never deleted automatically.
@@ -41,6 +46,8 @@ pub mod retention;
 mod run_now;
 mod schedules;
 mod stats;
+mod throughput;
+mod workers;
 
 pub use dead::{
     count_dead, discard, discard_batch, job_details, list_dead, preview_discard, preview_replay,
@@ -65,3 +72,5 @@ pub use stats::{
     stats, Counts, KindStats, OutboxStats, RetainedCounts, ScheduleStats, Stats,
     EXACT_RETAINED_BOUND, MAX_COUNTED_TICKS,
 };
+pub use throughput::{throughput, ThroughputPoint, MAX_THROUGHPUT_WINDOW};
+pub use workers::{live_workers, LiveWorker, WorkerQueue};

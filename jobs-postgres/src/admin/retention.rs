@@ -1,6 +1,6 @@
 //! Retention: deleting done and cancelled jobs past an age, published outbox rows past the same
-//! age, and expired processed keys, a batch at a time, one process at a time. Dead jobs and
-//! parked outbox rows are never deleted here.
+//! age, expired processed keys and throughput rows past their own age, a batch at a time, one
+//! process at a time. Dead jobs and parked outbox rows are never deleted here.
 //!
 //! Every worker runs it periodically (see [`WorkerConfig::retention`]); tools and tests call
 //! [`Retention::run_once`] directly.
@@ -14,6 +14,7 @@ use sqlx::PgPool;
 use super::AdminError;
 use crate::config_error::ConfigError;
 use crate::store::retention as store;
+use crate::store::throughput;
 
 /// What retention keeps and how it deletes the rest. Every field has a documented default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,9 @@ pub struct RetentionConfig {
     /// How often a worker looks for jobs to delete when the last run found fewer than a full
     /// batch. Default 1 minute. While full batches come back, it goes on at once.
     pub interval: Duration,
+    /// How long the throughput's rows ([`admin::throughput`](super::throughput)), one per
+    /// minute, queue, kind and worker, are kept. Default 2 days.
+    pub throughput_max_age: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -36,6 +40,7 @@ impl Default for RetentionConfig {
             max_age: Duration::from_secs(7 * 86_400),
             batch_size: 1_000,
             interval: Duration::from_secs(60),
+            throughput_max_age: Duration::from_secs(2 * 86_400),
         }
     }
 }
@@ -67,6 +72,9 @@ pub struct RetentionReport {
     pub processed_keys: u64,
     /// Published outbox rows deleted (see [`crate::outbox`]).
     pub outbox: u64,
+    /// Throughput rows deleted (see [`admin::throughput`](super::throughput)); never counted by
+    /// [`Retention::preview`].
+    pub throughput: u64,
     /// A full batch was deleted: more may be waiting, run again at once.
     pub more: bool,
 }
@@ -116,7 +124,8 @@ impl Retention {
     /// Deletes one batch: up to `batch_size` done and cancelled jobs that finished more than
     /// `max_age` ago, oldest first, in one statement; then up to `batch_size` expired processed
     /// keys in another; then up to `batch_size` outbox rows published more than `max_age` ago in
-    /// a third.
+    /// a third; then up to `batch_size` throughput rows older than `throughput_max_age` in a
+    /// fourth.
     ///
     /// Each statement first tries the retention advisory lock (released when it commits): when
     /// another process holds it, nothing is deleted and the report says so, so only one process
@@ -133,15 +142,19 @@ impl Retention {
         }
         let keys = store::prune_processed_keys(&self.pool, limit).await?;
         let outbox = store::prune_published_outbox(&self.pool, max_age, limit).await?;
+        let throughput =
+            throughput::prune_throughput(&self.pool, self.config.throughput_max_age, limit).await?;
         let report = RetentionReport {
-            locked_elsewhere: !keys.locked || !outbox.locked,
+            locked_elsewhere: !keys.locked || !outbox.locked || !throughput.locked,
             done: u64::try_from(jobs.done).unwrap_or(0),
             cancelled: u64::try_from(jobs.cancelled).unwrap_or(0),
             processed_keys: u64::try_from(keys.deleted).unwrap_or(0),
             outbox: u64::try_from(outbox.deleted).unwrap_or(0),
+            throughput: u64::try_from(throughput.deleted).unwrap_or(0),
             more: jobs.done + jobs.cancelled >= limit
                 || keys.deleted >= limit
-                || outbox.deleted >= limit,
+                || outbox.deleted >= limit
+                || throughput.deleted >= limit,
         };
         if report.deleted() > 0 || report.processed_keys > 0 || report.outbox > 0 {
             tracing::debug!(

@@ -7,7 +7,7 @@ use jobs_core::{Schedule, ScheduleError};
 
 use sqlx::PgPool;
 
-use super::{paused_queues, AdminError, QueuePause};
+use super::{live_workers, paused_queues, AdminError, LiveWorker, QueuePause};
 pub use crate::store::stats::EXACT_RETAINED_BOUND;
 use crate::store::stats::{self as store, RetainedRow, StatsRow};
 
@@ -83,6 +83,8 @@ pub struct Stats {
     pub outbox: OutboxStats,
     /// The paused queues, by name (see [`pause_queue`](super::pause_queue)).
     pub paused: Vec<QueuePause>,
+    /// The live workers, by host, then start (see [`live_workers`](super::live_workers)).
+    pub workers: Vec<LiveWorker>,
 }
 
 /// Where the done and cancelled numbers of [`Stats`] come from.
@@ -189,7 +191,8 @@ impl Stats {
 }
 
 /// The health numbers of every queue and kind, of the schedules and of the outbox, in one
-/// statement and one round trip.
+/// statement and one round trip; then the paused queues and the live workers, each from its
+/// small table.
 ///
 /// Cheap enough to poll every few seconds on a table holding millions of retained jobs: the
 /// live states are counted through their partial indexes, and done and cancelled are estimated
@@ -213,6 +216,7 @@ pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
         }
     }
     stats.paused = paused_queues(pool).await?;
+    stats.workers = live_workers(pool).await?;
     Ok(stats)
 }
 

@@ -1,14 +1,14 @@
 //! The health numbers as gauges: see [`Gauges`].
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use ::metrics::{gauge, Label};
 use sqlx::PgPool;
 
 use super::{
-    labels, DEAD, EXPIRED_LEASES, LONGEST_EXPIRED_LEASE_SECONDS, OLDEST_READY_AGE_SECONDS,
-    QUEUE_PAUSED_SECONDS, READY, RUNNING, SCHEDULED,
+    labels, DEAD, EXPIRED_LEASES, LIVE_WORKERS, LONGEST_EXPIRED_LEASE_SECONDS,
+    OLDEST_READY_AGE_SECONDS, QUEUE_PAUSED_SECONDS, READY, RUNNING, SCHEDULED,
 };
 use crate::admin::{self, AdminError, Counts, Stats};
 use crate::store::stats as store;
@@ -27,6 +27,8 @@ use crate::store::stats as store;
 pub struct Gauges {
     published: HashSet<(String, String)>,
     paused: HashSet<String>,
+    /// The queues whose live workers were published.
+    served: HashSet<String>,
 }
 
 impl Gauges {
@@ -43,7 +45,7 @@ impl Gauges {
     }
 
     /// Publishes the health numbers, counting them only when no process has in the last
-    /// `interval`: one statement (and a read of the few paused queues), which either counts (as [`refresh`](Self::refresh) does) and
+    /// `interval`: one statement (and reads of the few paused queues and live workers), which either counts (as [`refresh`](Self::refresh) does) and
     /// stores the figures for the other processes, or reads the figures the last count stored,
     /// without waiting for a count under way. Every process sharing the database thus publishes
     /// the same figures, taken at most about one `interval` before (two, counting its own
@@ -57,6 +59,7 @@ impl Gauges {
         let (rows, counted) = store::shared_queue_stats(pool, interval).await?;
         let mut stats = admin::stats_from_rows(rows);
         stats.paused = admin::paused_queues(pool).await?;
+        stats.workers = admin::live_workers(pool).await?;
         self.publish(&stats);
         Ok(GaugesPass { stats, counted })
     }
@@ -82,6 +85,25 @@ impl Gauges {
             set_paused(queue, Duration::ZERO);
         }
         self.paused = paused;
+        let mut workers: BTreeMap<&str, usize> = stats
+            .kinds
+            .iter()
+            .map(|kind| (kind.queue.as_str(), 0))
+            .collect();
+        for worker in &stats.workers {
+            for queue in &worker.queues {
+                *workers.entry(queue.queue.as_str()).or_default() += 1;
+            }
+        }
+        let mut served = HashSet::with_capacity(workers.len());
+        for (queue, live) in workers {
+            set_live_workers(queue, live);
+            served.insert(queue.to_owned());
+        }
+        for queue in self.served.difference(&served) {
+            set_live_workers(queue, 0);
+        }
+        self.served = served;
     }
 }
 
@@ -108,6 +130,12 @@ fn set(queue: &str, kind: &str, counts: &Counts) {
     gauge!(DEAD, labels.iter()).set(counts.dead as f64);
     gauge!(OLDEST_READY_AGE_SECONDS, labels.iter()).set(seconds(counts.oldest_ready_age));
     gauge!(LONGEST_EXPIRED_LEASE_SECONDS, labels.iter()).set(seconds(counts.longest_expired_lease));
+}
+
+/// Sets how many live workers claim from `queue`.
+fn set_live_workers(queue: &str, live: usize) {
+    let labels = [Label::new(labels::QUEUE, queue.to_owned())];
+    gauge!(LIVE_WORKERS, labels.iter()).set(live as f64);
 }
 
 /// Sets how long `queue` has been paused (0: it is not).

@@ -1,6 +1,7 @@
 //! What the worker records per job: runs by outcome, run time and pickup latency, through
 //! handles kept per kind and queue so that a run costs no label allocation; and the rare
-//! events (dropped outcomes, rescues), recorded directly.
+//! events (dropped outcomes, rescues), recorded directly. The same handles count the runs that
+//! ended for the throughput bookkeeping ([`super::throughput`]), when it is on.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -8,10 +9,12 @@ use std::time::Duration;
 
 use ::metrics::{counter, histogram, Counter, Histogram, SharedString};
 
+use super::throughput::{Ended, EndedRuns, OtherRuns};
 use super::{
     labels, DropReason, OutcomeLabel, OUTBOX_DUPLICATE_IDS_TOTAL, OUTCOMES_DROPPED_TOTAL,
     PICKUP_LATENCY_SECONDS, RESCUED_TOTAL, RESCUES_REFUSED_TOTAL, RUNS_TOTAL, RUN_SECONDS,
 };
+use crate::store::throughput::Tally;
 
 /// The series of one kind in one queue, each registered with the recorder the first time it is
 /// recorded.
@@ -22,6 +25,8 @@ struct Series {
     runs: [OnceLock<Counter>; OutcomeLabel::ALL.len()],
     run_seconds: OnceLock<Histogram>,
     pickup_latency: OnceLock<Histogram>,
+    /// Runs ended since the throughput was last taken.
+    ended: EndedRuns,
 }
 
 impl Series {
@@ -32,6 +37,7 @@ impl Series {
             runs: std::array::from_fn(|_| OnceLock::new()),
             run_seconds: OnceLock::new(),
             pickup_latency: OnceLock::new(),
+            ended: EndedRuns::default(),
         }
     }
 
@@ -64,18 +70,25 @@ impl Series {
 }
 
 /// A worker's per-job metrics: the series of every kind it runs in every queue it runs (the
-/// only jobs it can claim), fixed when it starts.
+/// only jobs it can claim), fixed when it starts; and, when `count_throughput`, the runs ended
+/// since the throughput was last taken.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerMetrics {
     /// By kind, then queue.
     series: HashMap<&'static str, HashMap<String, Series>>,
+    /// Whether runs ended are counted for the throughput.
+    count_throughput: bool,
+    /// Runs ended of kinds or queues outside `series`.
+    other_runs: OtherRuns,
 }
 
 impl WorkerMetrics {
-    /// The series of `kinds` in `queues`.
+    /// The series of `kinds` in `queues`; runs ended are counted for the throughput when
+    /// `count_throughput`.
     pub(crate) fn new<'a>(
         kinds: impl IntoIterator<Item = &'static str>,
         queues: impl IntoIterator<Item = &'a str> + Clone,
+        count_throughput: bool,
     ) -> Self {
         let series = kinds
             .into_iter()
@@ -88,7 +101,11 @@ impl WorkerMetrics {
                 (kind, by_queue)
             })
             .collect();
-        Self { series }
+        Self {
+            series,
+            count_throughput,
+            other_runs: OtherRuns::default(),
+        }
     }
 
     fn series(&self, kind: &str, queue: &str) -> Option<&Series> {
@@ -118,12 +135,19 @@ impl WorkerMetrics {
         run_time: Duration,
     ) {
         let seconds = run_time.as_secs_f64();
+        let ended = Ended::of(outcome).filter(|_| self.count_throughput);
         match self.series(kind, queue) {
             Some(series) => {
                 series.runs(outcome).increment(1);
                 series.run_seconds().record(seconds);
+                if let Some(ended) = ended {
+                    series.ended.count(ended);
+                }
             }
             None => {
+                if let Some(ended) = ended {
+                    self.other_runs.count(kind, queue, ended);
+                }
                 counter!(
                     RUNS_TOTAL,
                     labels::KIND => kind.to_owned(),
@@ -137,6 +161,45 @@ impl WorkerMetrics {
                     labels::QUEUE => queue.to_owned()
                 )
                 .record(seconds);
+            }
+        }
+    }
+}
+
+impl WorkerMetrics {
+    /// This process's rescue brought back a job of `kind` in `queue` as `state` (`ready`: a
+    /// retry, `dead`), recorded in the metrics and the throughput.
+    pub(crate) fn job_rescued(&self, kind: &str, queue: &str, state: &str) {
+        rescued(kind, queue, state);
+        let Some(ended) = Ended::of_rescue(state).filter(|_| self.count_throughput) else {
+            return;
+        };
+        match self.series(kind, queue) {
+            Some(series) => series.ended.count(ended),
+            None => self.other_runs.count(kind, queue, ended),
+        }
+    }
+
+    /// Takes the runs ended since the last call (or [`give_back`](Self::give_back)), per queue
+    /// and kind, leaving zeros: what the throughput bookkeeping adds to the database.
+    pub(crate) fn take_throughput(&self) -> Vec<Tally> {
+        let mut tallies: Vec<Tally> = self
+            .series
+            .values()
+            .flat_map(HashMap::values)
+            .filter_map(|series| series.ended.take(series.queue.as_ref(), series.kind))
+            .collect();
+        tallies.extend(self.other_runs.take());
+        tallies
+    }
+
+    /// Adds back `tallies` taken by [`take_throughput`](Self::take_throughput) that could not be
+    /// written, for the next time.
+    pub(crate) fn give_back(&self, tallies: &[Tally]) {
+        for tally in tallies {
+            match self.series(&tally.kind, &tally.queue) {
+                Some(series) => series.ended.give_back(tally),
+                None => self.other_runs.give_back(tally),
             }
         }
     }

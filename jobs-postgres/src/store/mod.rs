@@ -53,7 +53,9 @@ pub(crate) mod schedules;
 pub(crate) mod stats;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
+pub(crate) mod throughput;
 pub(crate) mod waiting;
+pub(crate) mod workers;
 
 pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome};

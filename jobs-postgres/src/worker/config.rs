@@ -50,7 +50,23 @@ pub struct WorkerConfig {
     /// [`admin::stats`]: crate::admin::stats
     /// [`Gauges::refresh_shared`]: crate::metrics::Gauges::refresh_shared
     pub gauges_interval: Option<Duration>,
+    /// How often this worker refreshes its row of live workers (`jobs workers`,
+    /// [`admin::live_workers`]) and writes the throughput it counted. A worker not refreshed for
+    /// [`PRESENCE_MISSED`] intervals counts as gone. Default 5 s.
+    ///
+    /// [`admin::live_workers`]: crate::admin::live_workers
+    pub presence_interval: Duration,
+    /// Whether this worker counts the runs that end, per minute, queue and kind, for
+    /// [`admin::throughput`] (`jobs throughput`): counted in memory, added to the database with
+    /// each presence refresh, one row per minute, queue, kind and worker. Default true.
+    ///
+    /// [`admin::throughput`]: crate::admin::throughput
+    pub throughput: bool,
 }
+
+/// How many presence intervals ([`WorkerConfig::presence_interval`]) a worker may miss before it
+/// counts as gone.
+pub const PRESENCE_MISSED: u32 = 3;
 
 /// How a worker writes the outcomes of runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +108,8 @@ impl Default for WorkerConfig {
             completion: Completion::default(),
             retention: Some(RetentionConfig::default()),
             gauges_interval: Some(Duration::from_secs(15)),
+            presence_interval: Duration::from_secs(5),
+            throughput: true,
         }
     }
 }
@@ -135,6 +153,9 @@ impl WorkerConfig {
                 "gauges_interval",
                 "must be longer than zero, or None to turn it off",
             );
+        }
+        if self.presence_interval < Duration::from_millis(100) {
+            return fail("presence_interval", "must be at least 100 ms");
         }
         if let Some(retention) = &self.retention {
             retention.validate()?;

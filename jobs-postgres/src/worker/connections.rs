@@ -14,7 +14,7 @@ pub(crate) struct ConnectionNeed {
     /// Producers: each claims with one connection.
     pub(crate) producers: usize,
     /// The worker's own tasks that take one each, by name: listener (held all along),
-    /// heartbeat, rescuer, completer, scheduler, retention, gauges, relays.
+    /// heartbeat, rescuer, presence, completer, scheduler, retention, gauges, relays.
     pub(crate) services: Vec<&'static str>,
 }
 
@@ -56,7 +56,7 @@ pub(crate) fn connections_needed(
     if config.listen {
         services.push("listener");
     }
-    services.extend(["heartbeat", "rescuer"]);
+    services.extend(["heartbeat", "rescuer", "presence"]);
     if matches!(config.completion, Completion::Batched { .. }) {
         services.push("completer");
     }
@@ -104,19 +104,20 @@ mod tests {
                 "listener",
                 "heartbeat",
                 "rescuer",
+                "presence",
                 "completer",
                 "retention",
                 "gauges"
             ]
         );
-        assert_eq!(need.total(), 16 + 1 + 6);
+        assert_eq!(need.total(), 16 + 1 + 7);
         let message = need.shortfall(10).expect("10 connections are too few");
         assert!(
-            message.contains("at most 10 connections, but this worker can use 23 at once"),
+            message.contains("at most 10 connections, but this worker can use 24 at once"),
             "{message}"
         );
-        assert!(message.contains("max_connections(23)"), "{message}");
-        assert_eq!(need.shortfall(23), None);
+        assert!(message.contains("max_connections(24)"), "{message}");
+        assert_eq!(need.shortfall(24), None);
     }
 
     #[test]
@@ -134,9 +135,16 @@ mod tests {
             ConnectionNeed {
                 running_jobs: 6,
                 producers: 2,
-                services: vec!["heartbeat", "rescuer", "scheduler", "relay", "relay"],
+                services: vec![
+                    "heartbeat",
+                    "rescuer",
+                    "presence",
+                    "scheduler",
+                    "relay",
+                    "relay"
+                ],
             }
         );
-        assert_eq!(need.total(), 13);
+        assert_eq!(need.total(), 14);
     }
 }

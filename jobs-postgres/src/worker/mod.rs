@@ -5,7 +5,8 @@
 //! Pieces, one concern each: [`plan`] (which producers claim what, decided before anything
 //! starts), [`tasks`] (starting them), [`shutdown`] (the graceful stop), [`producer`] (claim
 //! loop of one queue), [`executor`] (one run), [`completer`] (outcomes written in batches), the
-//! periodic services [`heartbeat`], [`rescuer`], [`retention`] and [`gauge_publisher`] (each on
+//! periodic services [`heartbeat`], [`rescuer`], [`presence`] (the worker's row of live workers,
+//! and its throughput), [`retention`] and [`gauge_publisher`] (each on
 //! [`run_periodically`](crate::periodic::run_periodically)), [`Relay`](crate::outbox::Relay)s of
 //! the outbox attached with [`WorkerBuilder::relay`], [`scheduler`] (cron), [`listener`]
 //! (LISTEN/NOTIFY), [`running`] (leases held), [`lease`] (a job renewing its own lease),
@@ -33,6 +34,7 @@ mod heartbeat;
 mod lease;
 mod listener;
 mod plan;
+mod presence;
 mod producer;
 mod reach;
 mod refusal;
@@ -54,9 +56,10 @@ use jobs_core::{JobRegistration, Registry, RegistryError, Schedule, StateMap};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 pub use crate::config_error::ConfigError;
-pub use config::{Completion, WorkerConfig};
+pub use config::{Completion, WorkerConfig, PRESENCE_MISSED};
 pub(crate) use executor::storable_text;
 use plan::KindToRun;
 pub use reach::check_connection;
@@ -189,6 +192,8 @@ impl Shared {
 
 /// What the worker's tasks share.
 pub(crate) struct Shared {
+    /// The worker's id, as its row of live workers and its throughput rows hold it.
+    pub(crate) id: Uuid,
     pub(crate) pool: PgPool,
     pub(crate) registry: Registry,
     pub(crate) states: StateMap,
@@ -376,6 +381,7 @@ impl WorkerBuilder {
             tracing::warn!("{shortfall}");
         }
         Ok(Worker {
+            id: Uuid::new_v4(),
             pool: self.pool,
             registry,
             states: self.states,
@@ -440,6 +446,7 @@ fn schedules_of(registry: &Registry, extra: Vec<Schedule>) -> Result<Vec<Schedul
 
 /// A worker ready to run; see [`Worker::builder`].
 pub struct Worker {
+    id: Uuid,
     pool: PgPool,
     registry: Registry,
     states: StateMap,
@@ -454,7 +461,7 @@ impl Worker {
     /// connections for the heartbeat, rescue and LISTEN: [`build`](WorkerBuilder::build) logs a
     /// warning with the number when the pool's `max_connections` is below what the worker can
     /// use at once (sqlx's default pool holds 10; one queue at the default concurrency of 16
-    /// needs 23).
+    /// needs 24).
     pub fn builder(pool: PgPool) -> WorkerBuilder {
         WorkerBuilder {
             pool,
@@ -478,6 +485,12 @@ impl Worker {
     /// The queues this worker runs, with their concurrency.
     pub fn queues(&self) -> &BTreeMap<String, usize> {
         &self.queues
+    }
+
+    /// This worker's id, drawn at random when it was built: the id of its row of live workers
+    /// ([`admin::live_workers`](crate::admin::live_workers)) and of its throughput rows.
+    pub fn id(&self) -> Uuid {
+        self.id
     }
 
     /// Runs until `shutdown` resolves, then shuts down gracefully: stops claiming, lets running
@@ -525,6 +538,7 @@ impl Worker {
         );
         handle.request_shutdown();
         let WorkerHandle {
+            id: _,
             request: _request,
             stop_now,
             supervisor,
@@ -561,11 +575,13 @@ impl Worker {
             }
             Completion::PerJob => (None, None),
         };
+        let id = self.id;
         let (shared, queues, schedules, relays) = self.into_parts(completer, abandoned);
         let supervisor = tokio::spawn(supervise(
             shared, queues, schedules, relays, requested, outcomes,
         ));
         WorkerHandle {
+            id,
             request,
             stop_now,
             supervisor,
@@ -591,8 +607,10 @@ impl Worker {
         let metrics = WorkerMetrics::new(
             self.registry.iter().map(|registration| registration.name),
             self.queues.keys().map(String::as_str),
+            self.config.throughput,
         );
         let shared = Arc::new(Shared {
+            id: self.id,
             pool: self.pool,
             registry: self.registry,
             states: self.states,
@@ -623,12 +641,18 @@ impl Worker {
 /// A running worker.
 #[must_use = "dropping the handle starts a graceful shutdown without waiting for it; keep it and call `shutdown().await`"]
 pub struct WorkerHandle {
+    id: Uuid,
     request: watch::Sender<bool>,
     stop_now: watch::Sender<bool>,
     supervisor: JoinHandle<Result<(), WorkerError>>,
 }
 
 impl WorkerHandle {
+    /// The worker's id (see [`Worker::id`]).
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
     /// Asks the worker to shut down without waiting for it.
     pub fn request_shutdown(&self) {
         self.request.send_replace(true);
@@ -698,8 +722,14 @@ async fn supervise(
     }
     let kinds = kinds_to_run(&shared.registry, &shared.config);
     let plans = plan::plan_producers(&kinds, &queues);
-    let tasks = Tasks::spawn(&shared, plans, schedules, relays, outcomes);
+    let presence = presence::presence_of(
+        shared.id,
+        &queues,
+        shared.registry.iter().map(|registration| registration.name),
+    );
+    let tasks = Tasks::spawn(&shared, plans, schedules, relays, outcomes, presence);
     tracing::info!(
+        worker.id = %shared.id,
         kinds = ?kinds.iter().map(|kind| kind.name).collect::<Vec<_>>(),
         "worker started"
     );

@@ -114,7 +114,9 @@ pub(crate) async fn rescue_once(shared: &Shared) -> Result<Vec<RescuedJob>, sqlx
                 job.state,
                 "lease expired; job rescued"
             );
-            metrics::rescued(&job.kind, &job.queue, &job.state);
+            shared
+                .metrics
+                .job_rescued(&job.kind, &job.queue, &job.state);
         }
         all.extend(batch);
         if let Some(error) = unreachable {

@@ -1,6 +1,6 @@
 //! Starting what a worker's plan says: the producers (each woken by the notifications of its
 //! queues), the scheduler, the outbox relays, the listener, the completer, and the periodic
-//! services (heartbeat, rescuer, retention, gauges).
+//! services (heartbeat, rescuer, presence, retention, gauges).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +12,11 @@ use tokio_util::task::TaskTracker;
 
 use super::producer::QueuePlan;
 use super::{
-    completer, gauge_publisher, heartbeat, listener, producer, rescuer, retention, scheduler,
-    Shared,
+    completer, gauge_publisher, heartbeat, listener, presence, producer, rescuer, retention,
+    scheduler, Shared,
 };
 use crate::outbox::RelayTask;
+use crate::store::workers::Presence;
 use crate::store::Outcome;
 
 /// The tasks of a running worker.
@@ -29,20 +30,22 @@ pub(super) struct Tasks {
     pub(super) completer: Option<JoinHandle<()>>,
     /// Tells the completer to write what is left and end.
     pub(super) drain: watch::Sender<bool>,
-    /// Periodic services that run until the worker has stopped: heartbeat, rescuer, retention,
-    /// gauges.
+    /// Periodic services that run until the worker has stopped: heartbeat, rescuer, presence,
+    /// retention, gauges.
     pub(super) maintenance: Vec<JoinHandle<()>>,
 }
 
 impl Tasks {
     /// Starts the tasks for `plans`, `schedules` and `relays`, with the completer when outcomes
-    /// are batched (`outcomes`: its queue and largest batch).
+    /// are batched (`outcomes`: its queue and largest batch); the worker says `presence` of
+    /// itself in the live workers.
     pub(super) fn spawn(
         shared: &Arc<Shared>,
         plans: Vec<QueuePlan>,
         schedules: Vec<Schedule>,
         relays: Vec<RelayTask>,
         outcomes: Option<(mpsc::Receiver<Outcome>, usize)>,
+        presence: Presence,
     ) -> Self {
         let (drain, drained) = watch::channel(false);
         let completer = outcomes.map(|(outcomes, max_batch)| {
@@ -86,6 +89,7 @@ impl Tasks {
         let mut maintenance = vec![
             tokio::spawn(heartbeat::heartbeat(Arc::clone(shared))),
             tokio::spawn(rescuer::rescuer(Arc::clone(shared))),
+            tokio::spawn(presence::keep_present(Arc::clone(shared), presence)),
         ];
         if let Some(config) = shared.config.retention.clone() {
             maintenance.push(tokio::spawn(retention::run_retention(
