@@ -41,9 +41,7 @@ pub(crate) fn minute_bars(
     now: DateTime<Utc>,
 ) -> Markup {
     let minutes = minutes.max(1);
-    let last = now
-        .duration_trunc(TimeDelta::minutes(1))
-        .unwrap_or(now);
+    let last = now.duration_trunc(TimeDelta::minutes(1)).unwrap_or(now);
     let first = last - TimeDelta::minutes(i64::try_from(minutes).unwrap_or(60) - 1);
     let mut bars = vec![MinuteCounts::default(); minutes];
     for (minute, counts) in points {
@@ -59,7 +57,12 @@ pub(crate) fn minute_bars(
     for bar in &bars {
         sum.add(bar);
     }
-    let highest = bars.iter().map(MinuteCounts::total).max().unwrap_or(0).max(1);
+    let highest = bars
+        .iter()
+        .map(MinuteCounts::total)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let slot = WIDTH / minutes as f64;
     let title = format!(
         "last {minutes} min: {} done, {} retried, {} dead, {} cancelled; busiest minute {}",
@@ -113,8 +116,13 @@ mod tests {
         let now = DateTime::parse_from_rfc3339("2026-12-01T10:30:20Z")
             .unwrap()
             .with_timezone(&Utc);
-        let minute = |m: i64| now.duration_trunc(TimeDelta::minutes(1)).unwrap() - TimeDelta::minutes(m);
-        let counts = |done, dead| MinuteCounts { done, dead, ..MinuteCounts::default() };
+        let minute =
+            |m: i64| now.duration_trunc(TimeDelta::minutes(1)).unwrap() - TimeDelta::minutes(m);
+        let counts = |done, dead| MinuteCounts {
+            done,
+            dead,
+            ..MinuteCounts::default()
+        };
         let chart = minute_bars(
             [
                 (minute(0), counts(10, 0)),
@@ -127,11 +135,16 @@ mod tests {
         )
         .into_string();
         assert!(
-            chart.contains("last 60 min: 24 done, 0 retried, 2 dead, 0 cancelled; busiest minute 22"),
+            chart.contains(
+                "last 60 min: 24 done, 0 retried, 2 dead, 0 cancelled; busiest minute 22"
+            ),
             "{chart}"
         );
         // The busiest minute's done part fills 20/22 of the drawable height.
-        assert!(chart.contains(r##"height="41.82" fill="#12b76a""##), "{chart}");
+        assert!(
+            chart.contains(r##"height="41.82" fill="#12b76a""##),
+            "{chart}"
+        );
         assert_eq!(chart.matches("<rect").count(), 3, "{chart}");
     }
 }

@@ -18,15 +18,17 @@ pub(crate) enum Nav {
     Dead,
     Schedules,
     Outbox,
+    Workers,
     None,
 }
 
 /// The navigation entries: which, label, path.
-const ENTRIES: [(Nav, &str, &str); 4] = [
+const ENTRIES: [(Nav, &str, &str); 5] = [
     (Nav::Overview, "Overview", "/"),
     (Nav::Dead, "Dead letters", "/dead"),
     (Nav::Schedules, "Schedules", "/schedules"),
     (Nav::Outbox, "Outbox", "/outbox"),
+    (Nav::Workers, "Workers", "/workers"),
 ];
 
 /// A whole page: `body` in the console's frame.
@@ -203,4 +205,5 @@ dl.facts dd { margin: 0; }
 .login { max-width: 360px; background: #fff; border: 1px solid var(--line); padding: 16px;
          border-radius: 8px; display: flex; flex-direction: column; gap: 10px; }
 .pager { margin-top: 12px; }
+svg.chart { display: block; }
 "#;

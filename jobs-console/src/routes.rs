@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use crate::actions;
 use crate::config::ConsoleConfig;
 use crate::html::style_sheet;
-use crate::pages::{dead, job, login, outbox, overview, schedules};
+use crate::pages::{dead, job, login, outbox, overview, schedules, workers};
 use crate::problem::{self, Problem};
 use crate::schema_gate::require_schema;
 use crate::security;
@@ -35,6 +35,7 @@ pub fn router(pool: PgPool, config: ConsoleConfig) -> Router {
         .route("/schedules/trigger", post(actions::schedules::trigger))
         .route("/outbox", get(outbox::show))
         .route("/outbox/replay", post(actions::outbox::replay))
+        .route("/workers", get(workers::show))
         .route("/logout", post(login::sign_out))
         .fallback(not_found)
         .layer(from_fn_with_state(console.clone(), require_schema))

@@ -6,6 +6,7 @@ pub(crate) mod login;
 pub(crate) mod outbox;
 pub(crate) mod overview;
 pub(crate) mod schedules;
+pub(crate) mod workers;
 
 use serde::Deserialize;
 

@@ -3,14 +3,24 @@
 
 use axum::extract::{Query, State};
 use axum::Extension;
-use jobs_postgres::admin::{self, Counts, QueuePause, RetainedCounts, Stats};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jobs_postgres::admin::{self, Counts, QueuePause, RetainedCounts, Stats, ThroughputPoint};
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use crate::chart::{minute_bars, MinuteCounts};
 use crate::html::{action_button, age, notice, page_with_head, Nav};
 use crate::problem::Problem;
 use crate::security::Visitor;
 use crate::state::Console;
+
+/// Minutes each queue's throughput chart shows.
+const CHART_MINUTES: usize = 60;
+
+/// The window of throughput read for the charts.
+const CHART_WINDOW: Duration = Duration::from_secs(CHART_MINUTES as u64 * 60);
 
 /// The overview's query: an optional refresh period and a notice after an action.
 #[derive(Debug, Default, Deserialize)]
@@ -28,6 +38,8 @@ pub(crate) async fn show(
     Query(query): Query<OverviewQuery>,
 ) -> Result<Markup, Problem> {
     let stats = admin::stats(&console.pool).await?;
+    let throughput = admin::throughput(&console.pool, CHART_WINDOW).await?;
+    let now = Utc::now();
     let refresh = query.refresh.map(|seconds| seconds.clamp(2, 300));
     let head = html! {
         @if let Some(seconds) = refresh { meta http-equiv="refresh" content=(seconds); }
@@ -43,7 +55,11 @@ pub(crate) async fn show(
             }
         }
         h2 { "Queues" }
-        (queues_table(&console, &visitor, &stats))
+        (queues_table(&console, &visitor, &stats, &throughput, now))
+        p class="muted" {
+            (stats.workers.len()) " live worker" @if stats.workers.len() != 1 { "s" } " · "
+            a href=(console.config.href("/workers")) { "workers and health" }
+        }
         h2 { "Kinds" }
         (kinds_table(&console, &stats))
         h2 { "Retained" }
@@ -68,7 +84,13 @@ pub(crate) async fn show(
 
 /// One row per queue, with its pause and the control to change it; a paused queue with no jobs
 /// has a row too.
-fn queues_table(console: &Console, visitor: &Visitor, stats: &Stats) -> Markup {
+fn queues_table(
+    console: &Console,
+    visitor: &Visitor,
+    stats: &Stats,
+    throughput: &[ThroughputPoint],
+    now: DateTime<Utc>,
+) -> Markup {
     let mut queues = stats.queues();
     for pause in &stats.paused {
         if !queues.iter().any(|(queue, _)| *queue == pause.queue) {
@@ -84,7 +106,8 @@ fn queues_table(console: &Console, visitor: &Visitor, stats: &Stats) -> Markup {
                 thead { tr {
                     th { "Queue" } th class="num" { "Ready" } th class="num" { "Scheduled" }
                     th class="num" { "Running" } th class="num" { "Expired leases" }
-                    th class="num" { "Dead" } th { "Oldest ready" } th { "State" } th {}
+                    th class="num" { "Dead" } th { "Oldest ready" } th { "State" }
+                    th { "Ended per minute, last hour" } th {}
                 } }
                 tbody {
                     @for (queue, counts) in &queues {
@@ -102,6 +125,7 @@ fn queues_table(console: &Console, visitor: &Visitor, stats: &Stats) -> Markup {
                             }
                             td { (age(counts.oldest_ready_age)) }
                             td { (pause_state(pause)) }
+                            td { (chart_of(throughput, queue, now)) }
                             td {
                                 @if pause.is_some() {
                                     (action_button(console, visitor, "/queues/resume", "Resume", &[("queue", queue)]))
@@ -115,6 +139,25 @@ fn queues_table(console: &Console, visitor: &Visitor, stats: &Stats) -> Markup {
             }
         }
     }
+}
+
+/// The throughput chart of `queue`.
+fn chart_of(throughput: &[ThroughputPoint], queue: &str, now: DateTime<Utc>) -> Markup {
+    let points = throughput
+        .iter()
+        .filter(|point| point.queue == queue)
+        .map(|point| {
+            (
+                point.minute,
+                MinuteCounts {
+                    done: point.done,
+                    retried: point.retried,
+                    dead: point.dead,
+                    cancelled: point.cancelled,
+                },
+            )
+        });
+    minute_bars(points, CHART_MINUTES, now)
 }
 
 fn pause_state(pause: Option<&QueuePause>) -> Markup {

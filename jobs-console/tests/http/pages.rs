@@ -99,3 +99,28 @@ async fn a_console_nested_under_a_path_links_inside_it() {
     let cookie = page.headers["set-cookie"].to_str().unwrap();
     assert!(cookie.contains("Path=/ops/jobs"), "{cookie}");
 }
+
+#[tokio::test]
+async fn the_workers_page_shows_live_workers_and_what_check_would_report() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.insert_all([JobRow::new("send_receipt")
+        .queue("emails")
+        .due_for(minutes(10))])
+        .await;
+    let page = client.get("/workers").await;
+    page.shows("No worker process is running")
+        .shows("queue_unserved");
+
+    db.execute(
+        "INSERT INTO jobs_workers (id, host, pid, version, queues, kinds, started_at, last_seen_at, gone_after)
+         VALUES (gen_random_uuid(), 'web-1', 4242, '0.1.0',
+                 '[{\"queue\": \"emails\", \"concurrency\": 16}]', ARRAY['send_receipt'],
+                 now(), now(), interval '15 seconds')",
+    )
+    .await;
+    let page = client.get("/workers").await;
+    page.shows("web-1")
+        .shows("emails (16)")
+        .shows("send_receipt")
+        .hides("queue_unserved");
+}
