@@ -226,6 +226,17 @@ async fn screenshots_of_every_page() {
          VALUES ('orders.created', '{\"order_id\": 1042}', 'parked', 5, now(), 'message larger than the stream accepts')",
     )
     .await;
+    // An hour of throughput, as workers would have counted it.
+    db.execute(
+        "INSERT INTO jobs_throughput (minute, queue, kind, worker_id, done, retried, dead)
+         SELECT date_trunc('minute', now()) - make_interval(mins => m), queue, kind,
+                gen_random_uuid(),
+                (40 + 30 * sin(m / 7.0) + m % 11)::int * weight, (m % 9 = 0)::int * 3 * weight,
+                (m % 23 = 0)::int * weight
+         FROM generate_series(1, 59) AS m,
+              (VALUES ('emails', 'send_receipt', 3), ('images', 'resize', 1)) AS k(queue, kind, weight)",
+    )
+    .await;
     // A worker of the nightly report only: the other queues' jobs wait, and the health report
     // says so.
     let reports = start_worker_of(&db.pool, &["nightly_report"]);
