@@ -160,6 +160,10 @@ async fn run(
         lease_lost,
     )
     .with_backend(Arc::clone(&link) as Arc<dyn Any + Send + Sync>);
+    let context = match shared.running.cancel_signal(job.id, job.lease_token) {
+        Some(requested) => context.with_cancel_requests(requested),
+        None => context,
+    };
     let end = match (registration.handler)(context, &job.payload, &shared.states) {
         Ok(future) => run_guarded(shared, future, registration.options.timeout).await,
         Err(error) => RunEnd::Finished(invocation_failure(error)),

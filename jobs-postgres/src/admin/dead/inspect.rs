@@ -76,7 +76,7 @@ pub enum JobState {
     Done,
     /// Failed for good; kept until replayed or discarded.
     Dead,
-    /// Cancelled by the job itself.
+    /// Cancelled: by the job itself, or by an operator (`admin::cancel`).
     Cancelled,
 }
 
