@@ -160,8 +160,9 @@ async fn run(
         lease_lost,
     )
     .with_backend(Arc::clone(&link) as Arc<dyn Any + Send + Sync>);
-    let context = match shared.running.cancel_signal(job.id, job.lease_token) {
-        Some(requested) => context.with_cancel_requests(requested),
+    let cancel_requested = shared.running.cancel_signal(job.id, job.lease_token);
+    let context = match &cancel_requested {
+        Some(requested) => context.with_cancel_requests(requested.clone()),
         None => context,
     };
     let end = match (registration.handler)(context, &job.payload, &shared.states) {
@@ -185,10 +186,25 @@ async fn run(
         }
         (_, end) => end,
     };
+    let mut cancelled_by_request = false;
     let (outcome, next) = match end {
         RunEnd::Finished(outcome) => {
             let decision = decision_of(outcome, attempt, &retry, rand::random::<f64>());
-            (OutcomeLabel::of(&decision), Next::Write(decision))
+            let requested = cancel_requested
+                .as_ref()
+                .is_some_and(|requested| *requested.borrow());
+            if requested && decision != Decision::Complete {
+                cancelled_by_request = true;
+                // The outcome's write makes the job cancelled (it keys on the request in the
+                // row, seen here or not); counted as what it becomes.
+                tracing::info!(
+                    decision = ?decision,
+                    "cancellation requested and the run did not succeed: the job ends cancelled"
+                );
+                (OutcomeLabel::Cancelled, Next::Write(decision))
+            } else {
+                (OutcomeLabel::of(&decision), Next::Write(decision))
+            }
         }
         RunEnd::Interrupted => {
             tracing::info!("interrupted by shutdown; handing the job back");
@@ -207,8 +223,11 @@ async fn run(
         }
     };
     tracing::Span::current().record("outcome", outcome.as_str());
-    if let Next::Write(decision) = &next {
-        log_decision(decision);
+    match &next {
+        // Logged above: the job becomes cancelled, whatever the decision says.
+        Next::Write(_) if cancelled_by_request => {}
+        Next::Write(decision) => log_decision(decision),
+        _ => {}
     }
     (outcome, next)
 }
