@@ -263,7 +263,8 @@ impl JobContext {
     }
 
     /// Whether an operator asked to cancel this job while it runs (`jobs job cancel`,
-    /// `jobs::admin::cancel`). The worker learns it at its next heartbeat.
+    /// `jobs::admin::cancel`). The worker learns it at once from the request's announcement,
+    /// or at the latest at its next heartbeat.
     ///
     /// The request is not an interruption: the job decides. If this run ends in an error (any
     /// error: it is not retried), the job is `cancelled`; if it succeeds, it is `done`. A long

@@ -17,9 +17,10 @@ use jobs_testkit::RowState::{Dead, Done, Running};
 use jobs_testkit::{hours, JobRow};
 
 use crate::plans::{assert_no_seq_scan, explain, indexes_read, plan_nodes, plan_of, scans_of};
-use crate::support::{fast_config, start_worker, Db};
+use crate::support::{fast_config, leased_config, start_worker, Db};
 use crate::test_jobs::{
     fails_when_released, record_run, send_receipt, stops_when_cancelled, sync_user,
+    waits_for_cancel,
 };
 
 fn ops() -> CancelNote {
@@ -364,6 +365,27 @@ async fn a_running_job_that_stops_when_asked_is_cancelled_not_retried() {
     assert_eq!(row.errors.0.len(), 1, "its error is kept");
     assert_eq!(row.errors.0[0].kind, "transient");
     assert!(cancel_record(&db, id).await.3, "finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_hears_of_the_request_at_once_not_at_the_next_heartbeat() {
+    let db = Db::new().await;
+    let id = waits_for_cancel::enqueue(&db.pool).await.unwrap().id();
+    // Heartbeats every minute: longer than `wait_for_state` waits. Only the announcement of the
+    // request can tell the run in time.
+    let config = leased_config(Duration::from_secs(120), Duration::from_secs(60));
+    let worker = start_worker(&db.pool, &["waits_for_cancel"], config);
+    db.wait_for_count(
+        "the job to start",
+        &format!("SELECT count(*) FROM runs WHERE job_id = {id}"),
+        1,
+    )
+    .await;
+    let report = admin::cancel(&db.pool, &[id], &ops()).await.unwrap();
+    assert_eq!(ids_of(&report.requested), [id]);
+    let row = db.wait_for_state(id, "cancelled").await;
+    worker.shutdown().await.unwrap();
+    assert_eq!((row.attempts, db.runs_of(id).await), (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -265,3 +265,12 @@ pub async fn fails_when_released(ctx: JobContext, pool: State<PgPool>) -> JobRes
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Runs until an operator asks to cancel it, then stops with a transient error; with the
+/// worker's own heartbeat interval (no faster one of its kind).
+#[job(max_attempts = 5, backoff_base = "10ms", backoff_max = "20ms")]
+pub async fn waits_for_cancel(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    ctx.cancel_signal().await;
+    Err(JobError::transient("stopped: cancellation requested"))
+}

@@ -13,10 +13,17 @@
 use jobs_core::JobId;
 use sqlx::{FromRow, PgPool};
 
+/// The channel on which a cancellation announces each running job asked to stop; the payload
+/// is the job's id. A worker running that job renews its leases at once, which returns the
+/// request: the run learns it without waiting for the next heartbeat. The notification itself
+/// is only a hint; the request is read from the row.
+pub const CANCEL_CHANNEL: &str = "jobs_cancel";
+
 /// The cancellation of the jobs that the query `$asked` selects (id, kind, queue, state), with
 /// `$1` who asks and `$2` why (may be NULL): each ready one is cancelled, each running one gets
-/// a request (the first request is kept), the others are left alone. Returns every job
-/// selected, by id, with its state afterwards and whether this statement changed it.
+/// a request (the first request is kept), announced on [`CANCEL_CHANNEL`] with its id; the
+/// others are left alone. Returns every job selected, by id, with its state afterwards and
+/// whether this statement changed it.
 macro_rules! cancel_selected {
     ($($asked:tt)+) => {
         concat!(
@@ -35,10 +42,13 @@ WITH asked AS (",
     FROM asked
     WHERE j.id = asked.id AND j.state IN ('ready', 'running')
     RETURNING j.id, j.state
+), announced AS (
+    SELECT pg_notify('jobs_cancel', id::text) FROM changed WHERE state = 'running'
 )
 SELECT asked.id, asked.kind, asked.queue, coalesce(changed.state, asked.state) AS state,
        changed.id IS NOT NULL AS changed
 FROM asked LEFT JOIN changed ON changed.id = asked.id
+WHERE (SELECT count(*) FROM announced) >= 0
 ORDER BY asked.id"
         )
     };
