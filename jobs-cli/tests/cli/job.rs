@@ -75,6 +75,13 @@ async fn cancel_by_id_cancels_ready_jobs_asks_running_ones_and_lists_the_rest() 
         .await,
         1
     );
+    let shown = db.jobs(&["dead", "show", &ids[0]]).await.success();
+    let line = shown
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("  cancel asked "))
+        .unwrap_or_else(|| panic!("who cancelled it: {shown:?}"));
+    assert!(line.ends_with(" by ops: sent twice"), "{line}");
     let again = db
         .jobs(&["job", "cancel", &ids[0], "--json"])
         .await
