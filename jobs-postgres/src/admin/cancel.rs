@@ -118,7 +118,9 @@ impl CancelReport {
 pub struct NotCancellable {
     /// Its id.
     pub id: JobId,
-    /// Its state (done, dead or cancelled); `None` when there is no such job.
+    /// Its state (done, dead or cancelled); `None` when there is no such job. As the
+    /// cancellation read it: a job that ran to its end while the cancellation was being made
+    /// shows the state it had then (ready or running).
     pub state: Option<JobState>,
 }
 

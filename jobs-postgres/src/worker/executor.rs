@@ -223,11 +223,11 @@ async fn run(
         }
     };
     tracing::Span::current().record("outcome", outcome.as_str());
-    match &next {
-        // Logged above: the job becomes cancelled, whatever the decision says.
-        Next::Write(_) if cancelled_by_request => {}
-        Next::Write(decision) => log_decision(decision),
-        _ => {}
+    if let Next::Write(decision) = &next {
+        // When cancelled by request, logged above: the decision is not what the job becomes.
+        if !cancelled_by_request {
+            log_decision(decision);
+        }
     }
     (outcome, next)
 }
