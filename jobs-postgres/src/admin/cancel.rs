@@ -222,8 +222,9 @@ impl CancelFilter {
     }
 }
 
-/// Cancels the jobs `ids`: the ready ones at once, the running ones by a request (see the
-/// [module](self)); the others are reported as not cancellable. `note` says who and why.
+/// Cancels the jobs `ids`: the ready ones at once (no worker runs them), the running ones by a
+/// request their run observes (`ctx.cancel_requested()`), ending cancelled unless the run
+/// succeeds; the others are reported as not cancellable. `note` says who and why.
 ///
 /// Refused before the database, with [`AdminError::InvalidText`], when a text of `note` holds
 /// U+0000 or exceeds [`MAX_CANCEL_NOTE_LEN`] bytes.

@@ -55,7 +55,7 @@ ORDER BY asked.id"
 }
 
 /// Cancels the ready jobs of ids `$3` and asks the running ones to stop, recording who (`$1`)
-/// and why (`$2`, may be NULL); see [`cancel_selected!`]. Returns every job of `$3` found, by
+/// and why (`$2`, may be NULL); see `cancel_selected!`. Returns every job of `$3` found, by
 /// id, with its state afterwards and whether this statement changed it (ids not found are not
 /// returned).
 pub const CANCEL_JOBS: &str = cancel_selected!(
@@ -113,7 +113,7 @@ macro_rules! ready_matching {
 }
 
 /// Cancels up to `$7` ready jobs matching `$3`..`$6` (kind, queue, scheduled, seconds since
-/// enqueued; see [`ready_matching!`]), recording who (`$1`) and why (`$2`, may be NULL); returns
+/// enqueued; see `ready_matching!`), recording who (`$1`) and why (`$2`, may be NULL); returns
 /// the jobs cancelled (id, kind, queue), in no particular order. The jobs cancelled leave the
 /// ready index, so the next batch starts where this one ended, without a cursor. A job a claim
 /// holds is waited for, then left alone: it is running by then.
@@ -139,7 +139,7 @@ RETURNING j.id, j.kind, j.queue"
 );
 
 /// How many ready jobs match `$1`..`$4` (kind, queue, scheduled, seconds since enqueued; see
-/// [`ready_matching!`]): what [`CANCEL_MATCHING`], batch after batch, would cancel now.
+/// `ready_matching!`): what [`CANCEL_MATCHING`], batch after batch, would cancel now.
 pub const COUNT_MATCHING: &str = concat!(
     "SELECT count(*) FROM jobs_queue WHERE ",
     ready_matching!("$1", "$2", "$3", "$4")

@@ -27,7 +27,7 @@ macro_rules! outcome_state {
 /// token): the others were taken by another worker or a rescue, and nothing was written for them. A job of a
 /// schedule that is now done records the schedule's success.
 ///
-/// A job asked to stop (`cancel_requested_at` set, see [`super::cancel`]) whose run did not
+/// A job asked to stop (`cancel_requested_at` set, see `store::cancel`) whose run did not
 /// succeed is `cancelled` instead of being retried, snoozed, handed back or made dead; its
 /// error, if any, is kept in its history as usual.
 pub const RECORD_OUTCOMES: &str = concat!(
