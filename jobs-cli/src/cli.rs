@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use jobs_core::JobId;
 
 /// Operate a jobs queue on PostgreSQL: health numbers, alerting, live workers, throughput, dead
@@ -13,7 +13,7 @@ use jobs_core::JobId;
 /// why).
 ///
 /// Commands that change the queue (dead replay and discard, outbox replay, prune, schedule
-/// remove) take --dry-run (show what would change, change nothing) and --json. A broad
+/// remove, job cancel by filter) take --dry-run (show what would change, change nothing) and --json. A broad
 /// selection (dead jobs chosen without --id, every parked outbox row) asks for confirmation on
 /// a terminal; --yes skips the question, and without a terminal on stdin (scripts, cron) such a
 /// command is refused unless --yes is given.
@@ -86,7 +86,7 @@ pub enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
-    /// One job by id: run it now instead of at its later time.
+    /// Jobs: run one now instead of at its later time, or cancel jobs.
     Job {
         /// What to do with the jobs.
         #[command(subcommand)]
@@ -202,6 +202,70 @@ pub enum JobCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Cancel jobs: ready ones (due or scheduled) at once, so no worker runs them; running
+    /// ones are asked to stop (the job sees it through `ctx.cancel_requested()`) and end
+    /// cancelled unless their run succeeds.
+    ///
+    /// By id (`jobs job cancel 41 42`), by kind and dedupe key (`--kind K --dedupe-key KEY`), or
+    /// by filter (--kind, --queue, --state, --older-than, or --all) over ready jobs only, in
+    /// batches of 1,000. A filter asks for confirmation on a terminal, and is refused without
+    /// one unless --yes is given; --dry-run counts what it would cancel. Jobs done, dead or
+    /// cancelled already are left alone and listed.
+    Cancel(JobCancel),
+}
+
+/// Which jobs `jobs job cancel` cancels, who asks and why.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("cancel_selection")
+        .required(true)
+        .multiple(true)
+        .args(["ids", "kind", "queue", "state", "older_than", "all"])
+))]
+pub struct JobCancel {
+    /// The jobs' ids (ready: cancelled; running: asked to stop).
+    #[arg(value_name = "ID", conflicts_with_all = ["kind", "queue", "state", "older_than", "all", "dry_run"])]
+    pub ids: Vec<JobId>,
+    /// Ready jobs of this kind; with --dedupe-key, the job of this kind holding that key.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// The job of --kind holding this dedupe key (ready: cancelled; running: asked to stop).
+    #[arg(long, value_name = "KEY", requires = "kind", conflicts_with_all = ["queue", "state", "older_than", "dry_run"])]
+    pub dedupe_key: Option<String>,
+    /// Ready jobs of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only ready jobs due now (`ready`) or only those waiting for a later time (`scheduled`:
+    /// retries backing off, delayed jobs); both without it.
+    #[arg(long, value_enum)]
+    pub state: Option<CancelState>,
+    /// Ready jobs enqueued at least this long ago (e.g. 30m, 7d).
+    #[arg(long, value_name = "AGE", value_parser = duration)]
+    pub older_than: Option<Duration>,
+    /// Every ready job of every queue.
+    #[arg(long, conflicts_with_all = ["kind", "queue", "state", "older_than"])]
+    pub all: bool,
+    /// Why, for the record (kept on each job).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Who is cancelling, for the record [default: $USER@hostname].
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
+    /// Preview (by filter only) or JSON.
+    #[command(flatten)]
+    pub change: ChangeArgs,
+    /// Confirmation (by filter only).
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
+/// Which ready jobs a cancellation by filter selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CancelState {
+    /// Due now, waiting for a worker.
+    Ready,
+    /// Waiting for a later time: a retry backing off, a delayed or snoozed job.
+    Scheduled,
 }
 
 /// What to do with a queue.

@@ -1,5 +1,5 @@
-//! What a running job knows about itself, and its links back to the worker: shutdown, and the
-//! lease the worker holds on it.
+//! What a running job knows about itself, and its links back to the worker: shutdown, the
+//! lease the worker holds on it, and an operator's request to cancel it.
 
 use std::any::Any;
 use std::fmt;
@@ -47,7 +47,8 @@ pub trait LeaseControl: Send + Sync + fmt::Debug {
 }
 
 /// Handed to every job handler that takes it as a parameter: who the job is and which attempt
-/// this is, plus signals from the worker (shutdown, lease lost) and explicit lease renewal.
+/// this is, plus signals from the worker (shutdown, lease lost, cancellation requested) and
+/// explicit lease renewal.
 #[derive(Debug, Clone)]
 pub struct JobContext {
     id: JobId,
@@ -61,6 +62,7 @@ pub struct JobContext {
     shutdown: watch::Receiver<bool>,
     lease_control: Option<Arc<dyn LeaseControl>>,
     lease_lost: Option<watch::Receiver<bool>>,
+    cancel: Option<watch::Receiver<bool>>,
     backend: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -89,6 +91,7 @@ impl JobContext {
             shutdown,
             lease_control: None,
             lease_lost: None,
+            cancel: None,
             backend: None,
         }
     }
@@ -109,6 +112,13 @@ impl JobContext {
     ) -> Self {
         self.lease_control = Some(control);
         self.lease_lost = Some(lost);
+        self
+    }
+
+    /// Links the context to the worker's news of a cancellation request: `requested` turns
+    /// `true` when an operator asks to cancel the job while it runs. Called by backends.
+    pub fn with_cancel_requests(mut self, requested: watch::Receiver<bool>) -> Self {
+        self.cancel = Some(requested);
         self
     }
 
@@ -250,6 +260,35 @@ impl JobContext {
             ),
             (None, None) => format!("{}#job:{}", self.kind, self.id),
         }
+    }
+
+    /// Whether an operator asked to cancel this job while it runs (`jobs job cancel`,
+    /// `jobs::admin::cancel`). The worker learns it at once from the request's announcement,
+    /// or at the latest at its next heartbeat.
+    ///
+    /// The request is not an interruption: the job decides. If this run ends in an error (any
+    /// error: it is not retried), the job is `cancelled`; if it succeeds, it is `done`. A long
+    /// job checks it between steps and returns an error saying it stopped, or awaits
+    /// [`cancel_signal`](Self::cancel_signal) against its work. Always `false` without a
+    /// backend behind the context (as in [`for_test`](Self::for_test)).
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|requested| *requested.borrow())
+    }
+
+    /// Resolves when an operator asks to cancel this job (see
+    /// [`cancel_requested`](Self::cancel_requested)), so that a long job can stop early
+    /// (`tokio::select!` it against the work). Never resolves otherwise.
+    pub async fn cancel_signal(&self) {
+        if let Some(requested) = &self.cancel {
+            let mut requested = requested.clone();
+            if requested.wait_for(|requested| *requested).await.is_ok() {
+                return;
+            }
+        }
+        // No backend behind this context, or the worker forgot the run: never requested.
+        std::future::pending::<()>().await;
     }
 
     /// Whether the worker has been asked to shut down; long jobs may check it and stop early.
@@ -419,6 +458,25 @@ mod tests {
         assert!(!ctx.is_lease_lost());
         let lost = tokio::time::timeout(Duration::from_millis(10), ctx.lease_lost()).await;
         assert!(lost.is_err(), "a test context's lease is never lost");
+    }
+
+    #[tokio::test]
+    async fn the_backend_signals_a_cancellation_request() {
+        let plain = JobContext::for_test("k");
+        assert!(!plain.cancel_requested());
+        let never = tokio::time::timeout(Duration::from_millis(10), plain.cancel_signal()).await;
+        assert!(never.is_err(), "a test context is never asked to cancel");
+
+        let (requested_tx, requested_rx) = watch::channel(false);
+        let ctx = JobContext::for_test("k").with_cancel_requests(requested_rx);
+        assert!(!ctx.cancel_requested());
+        let waiting = tokio::spawn({
+            let ctx = ctx.clone();
+            async move { ctx.cancel_signal().await }
+        });
+        requested_tx.send_replace(true);
+        waiting.await.unwrap();
+        assert!(ctx.cancel_requested());
     }
 
     #[tokio::test]

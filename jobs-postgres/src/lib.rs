@@ -41,6 +41,9 @@ pub use worker::{Signal, Stopped, Worker, WorkerBuilder, WorkerConfig, WorkerErr
 pub mod __private {
     /// Statements, as the store runs them.
     pub mod sql {
+        pub use crate::store::cancel::{
+            CANCEL_BY_DEDUPE_KEY, CANCEL_JOBS, CANCEL_MATCHING, COUNT_MATCHING,
+        };
         pub use crate::store::claims::{
             CLAIM_JOBS, CLAIM_JOBS_AFTER, CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER,
             LOCK_LIMITED_KIND,

@@ -159,7 +159,8 @@ pub enum OutcomeLabel {
     Dead,
     /// `snoozed`: the job asked to run again later, the attempt not counted.
     Snoozed,
-    /// `cancelled`: the job cancelled itself.
+    /// `cancelled`: the job cancelled itself, or did not succeed after an operator asked to
+    /// cancel it (and the worker had heard of the request).
     Cancelled,
     /// `interrupted`: the worker handed the job back as ready before the run ended, the attempt
     /// not counted: shutdown's grace period ran out.

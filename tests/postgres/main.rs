@@ -20,6 +20,7 @@ mod enqueue;
 mod enqueue_input;
 mod exactly_once;
 mod gauges_shared;
+mod job_cancel;
 mod lease_control;
 mod lease_tokens;
 mod live_workers;

@@ -45,6 +45,7 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (8, "claims_and_gauges".to_string()),
             (9, "processed_key_digest".to_string()),
             (10, "operator_controls".to_string()),
+            (11, "cancellation".to_string()),
             (12, "workers_and_throughput".to_string())
         ]
     );

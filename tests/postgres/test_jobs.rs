@@ -222,3 +222,55 @@ pub async fn chain(ctx: JobContext, links: u32) -> JobResult {
     tx.complete().await?;
     Ok(())
 }
+
+/// Runs until an operator asks to cancel it (checking `ctx.cancel_requested()` between steps),
+/// then stops with a transient error, which would otherwise be retried, or, with `succeed`,
+/// ignores the request and succeeds. Heartbeats often, so the request is seen quickly.
+#[job(
+    max_attempts = 5,
+    heartbeat = "100ms",
+    backoff_base = "10ms",
+    backoff_max = "20ms"
+)]
+pub async fn stops_when_cancelled(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    succeed: bool,
+) -> JobResult {
+    record(&pool, &ctx).await?;
+    while !ctx.cancel_requested() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if succeed {
+        Ok(())
+    } else {
+        Err(JobError::transient("stopped: cancellation requested"))
+    }
+}
+
+/// Runs until the test inserts its id into `releases`, then fails with a transient error
+/// (retried within milliseconds), never looking at cancellation requests.
+#[job(max_attempts = 5, backoff_base = "10ms", backoff_max = "20ms")]
+pub async fn fails_when_released(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    loop {
+        let released: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM releases WHERE job_id = $1)")
+                .bind(ctx.id())
+                .fetch_one(&*pool)
+                .await?;
+        if released {
+            return Err(JobError::transient("failed after its release"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs until an operator asks to cancel it, then stops with a transient error; with the
+/// worker's own heartbeat interval (no faster one of its kind).
+#[job(max_attempts = 5, backoff_base = "10ms", backoff_max = "20ms")]
+pub async fn waits_for_cancel(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    ctx.cancel_signal().await;
+    Err(JobError::transient("stopped: cancellation requested"))
+}

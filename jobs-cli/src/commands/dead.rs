@@ -113,6 +113,14 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
     if let Some(at) = &job.finished_at {
         field("finished", at);
     }
+    if let Some(at) = &job.cancel_requested_at {
+        let by = job.cancel_requested_by.as_deref().unwrap_or("?");
+        let reason = job
+            .cancel_reason
+            .as_ref()
+            .map_or_else(String::new, |reason| format!(": {reason}"));
+        field("cancel asked", &format!("{at} by {by}{reason}"));
+    }
     field("payload", &job.payload.to_string());
     text.push_str(&format!("errors ({}):\n", job.errors.len()));
     for error in &job.errors {
@@ -391,6 +399,9 @@ fn details_json(job: &JobDetails) -> Value {
         "run_at": job.run_at,
         "attempted_at": job.attempted_at,
         "finished_at": job.finished_at,
+        "cancel_requested_at": job.cancel_requested_at,
+        "cancel_requested_by": job.cancel_requested_by,
+        "cancel_reason": job.cancel_reason,
         "errors": job.errors.iter().map(attempt_json).collect::<Vec<_>>(),
     })
 }

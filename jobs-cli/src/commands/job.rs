@@ -1,12 +1,20 @@
-//! `jobs job run-now`: jobs by id.
+//! `jobs job run-now` and `jobs job cancel`.
 
 use jobs_core::JobId;
-use jobs_postgres::admin;
+use jobs_postgres::admin::{
+    self, CancelFilter, CancelNote, CancelReport, HumanDuration, ReadyState, CANCEL_BATCH_SIZE,
+};
 use jobs_postgres::PgPool;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::job_refs::{by_kind, job_ref_json};
+use super::queue::operator;
 use super::{count, json_text, Report};
+use crate::cli::{CancelState, JobCancel};
+use crate::confirm;
+use crate::error::CliError;
+use crate::escape::shown;
+use crate::progress::Progress;
 
 /// Makes the waiting jobs among `ids` due now; lists those that were not waiting.
 pub async fn run_now(
@@ -36,4 +44,170 @@ pub async fn run_now(
         ));
     }
     Ok(Report::success(text))
+}
+
+/// `job cancel`: by id, by kind and dedupe key, or by filter (see [`JobCancel`]).
+pub async fn cancel(pool: &PgPool, args: JobCancel) -> Result<Report, CliError> {
+    let mut note = CancelNote::by(args.by.clone().unwrap_or_else(operator));
+    if let Some(reason) = &args.reason {
+        note = note.reason(reason.as_str());
+    }
+    if !args.ids.is_empty() {
+        let report = admin::cancel(pool, &args.ids, &note).await?;
+        return Ok(Report::success(render(
+            &report,
+            args.change.json,
+            String::new(),
+        )));
+    }
+    if let (Some(kind), Some(key)) = (&args.kind, &args.dedupe_key) {
+        let report = admin::cancel_by_dedupe_key(pool, kind, key, &note).await?;
+        let nobody = format!(
+            "no job of kind {} holds dedupe key \"{}\": nothing to cancel\n",
+            shown(kind),
+            shown(key)
+        );
+        return Ok(Report::success(render(&report, args.change.json, nobody)));
+    }
+    cancel_matching(pool, &args, &note).await
+}
+
+/// `job cancel` by filter: counts, asks, then cancels batch after batch with progress.
+async fn cancel_matching(
+    pool: &PgPool,
+    args: &JobCancel,
+    note: &CancelNote,
+) -> Result<Report, CliError> {
+    let filter = filter_of(args);
+    let what = describe(args);
+    let total = admin::preview_cancel(pool, &filter).await?;
+    let jobs = count(usize::try_from(total).unwrap_or(usize::MAX), "ready job");
+    if args.change.dry_run {
+        if args.change.json {
+            return Ok(Report::success(json_text(&json!({
+                "dry_run": true,
+                "would_cancel": total,
+            }))));
+        }
+        return Ok(Report::success(format!("would cancel {jobs}: {what}\n")));
+    }
+    let action = format!("cancel {what}");
+    if confirm::must_ask(&action, args.confirm.yes)? && total > 0 {
+        confirm::ask(&format!("cancel {jobs}: {what}"))?;
+    }
+    let mut report = CancelReport::default();
+    let progress = Progress::bar(total, "cancelling jobs");
+    loop {
+        let batch = admin::cancel_matching_batch(pool, &filter, note, CANCEL_BATCH_SIZE).await?;
+        let cancelled = batch.cancelled.len();
+        progress.advance(cancelled as u64);
+        report.merge(batch);
+        if cancelled < CANCEL_BATCH_SIZE {
+            break;
+        }
+    }
+    drop(progress);
+    if args.change.json {
+        return Ok(Report::success(json_text(&json!({
+            "dry_run": false,
+            "cancelled": report.cancelled.iter().map(job_ref_json).collect::<Vec<_>>(),
+        }))));
+    }
+    Ok(Report::success(if report.cancelled.is_empty() {
+        format!("no job cancelled: no {}\n", what.trim_start_matches("the "))
+    } else {
+        format!(
+            "cancelled {}: {}\n",
+            count(report.cancelled.len(), "job"),
+            by_kind(&report.cancelled)
+        )
+    }))
+}
+
+/// The filter the arguments give (only called without ids or a dedupe key).
+fn filter_of(args: &JobCancel) -> CancelFilter {
+    let mut filter = if args.all {
+        CancelFilter::every_ready_job()
+    } else {
+        CancelFilter::new()
+    };
+    if let Some(kind) = &args.kind {
+        filter = filter.kind(kind.as_str());
+    }
+    if let Some(queue) = &args.queue {
+        filter = filter.queue(queue.as_str());
+    }
+    if let Some(state) = args.state {
+        filter = filter.state(match state {
+            CancelState::Ready => ReadyState::Due,
+            CancelState::Scheduled => ReadyState::Scheduled,
+        });
+    }
+    if let Some(age) = args.older_than {
+        filter = filter.enqueued_at_least(age);
+    }
+    filter
+}
+
+/// `"the scheduled jobs of kind K in queue Q enqueued at least 1h ago"`, `"every ready job"`.
+fn describe(args: &JobCancel) -> String {
+    let mut text = match args.state {
+        Some(CancelState::Ready) => String::from("the ready jobs due now"),
+        Some(CancelState::Scheduled) => String::from("the scheduled jobs"),
+        None => String::from("the ready jobs"),
+    };
+    if let Some(kind) = &args.kind {
+        text.push_str(&format!(" of kind {}", shown(kind)));
+    }
+    if let Some(queue) = &args.queue {
+        text.push_str(&format!(" in queue {}", shown(queue)));
+    }
+    if let Some(age) = args.older_than {
+        text.push_str(&format!(" enqueued at least {} ago", HumanDuration(age)));
+    }
+    if text == "the ready jobs" {
+        String::from("every ready job")
+    } else {
+        text
+    }
+}
+
+/// A cancellation by id or dedupe key, as sentences (`nothing` when it selected no job) or JSON.
+fn render(report: &CancelReport, json: bool, nothing: String) -> String {
+    if json {
+        return json_text(&json!({
+            "cancelled": report.cancelled.iter().map(job_ref_json).collect::<Vec<_>>(),
+            "requested": report.requested.iter().map(job_ref_json).collect::<Vec<_>>(),
+            "not_cancellable": report.not_cancellable.iter().map(|job| json!({
+                "id": job.id,
+                "state": job.state.map(|state| state.as_str()),
+            })).collect::<Vec<Value>>(),
+        }));
+    }
+    let mut text = String::new();
+    if !report.cancelled.is_empty() {
+        text.push_str(&format!(
+            "cancelled {}: {}\n",
+            count(report.cancelled.len(), "job"),
+            by_kind(&report.cancelled)
+        ));
+    }
+    if !report.requested.is_empty() {
+        text.push_str(&format!(
+            "asked {} to stop: {} (each ends cancelled unless its run succeeds)\n",
+            count(report.requested.len(), "running job"),
+            by_kind(&report.requested)
+        ));
+    }
+    for job in &report.not_cancellable {
+        text.push_str(&match job.state {
+            Some(state) => format!("job {} is {state}: nothing to cancel\n", job.id),
+            None => format!("no job {}: nothing to cancel\n", job.id),
+        });
+    }
+    if text.is_empty() {
+        nothing
+    } else {
+        text
+    }
 }

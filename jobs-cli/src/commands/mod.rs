@@ -108,6 +108,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         },
         Command::Job { command } => match command {
             JobCommand::RunNow { ids, json } => job::run_now(&pool, &ids, json).await,
+            JobCommand::Cancel(args) => job::cancel(&pool, args).await,
         },
         Command::Queue { command } => match command {
             QueueCommand::Pause {

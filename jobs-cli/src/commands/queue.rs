@@ -61,8 +61,8 @@ pub async fn resume(pool: &PgPool, queue: &str, json: bool) -> Result<Report, Cl
     }))
 }
 
-/// Who runs the command, as `user@host`, for the record of a pause.
-fn operator() -> String {
+/// Who runs the command, as `user@host`, for the record of a pause or a cancellation.
+pub(super) fn operator() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("USERNAME"))
         .unwrap_or_else(|_| String::from("unknown"));

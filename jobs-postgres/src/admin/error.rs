@@ -17,6 +17,14 @@ pub enum AdminError {
     /// database.
     #[error("invalid queue name: {0}")]
     InvalidQueue(#[from] jobs_core::NameError),
+    /// A kind name given to an operation breaks the naming rules; nothing was sent to the
+    /// database.
+    #[error("invalid kind: {0}")]
+    InvalidKind(#[source] jobs_core::NameError),
+    /// A cancellation by filter was given no condition, which would cancel every ready job;
+    /// nothing was sent to the database. Say so explicitly with `CancelFilter::every_ready_job`.
+    #[error("a cancellation by filter needs at least one condition (kind, queue, state or age); to cancel every ready job, ask for all of them explicitly")]
+    EmptyFilter,
     /// A text given to an operation cannot be recorded; nothing was sent to the database.
     #[error("invalid {field}: it {problem}")]
     InvalidText {
@@ -59,6 +67,18 @@ impl AdminError {
 
 /// What [`refuse_nul`] says of a text holding U+0000.
 pub(crate) const HOLDS_NUL: &str = "holds U+0000, which PostgreSQL text cannot store";
+
+/// Refuses a note (who, why) the database cannot store (U+0000) or longer than `max` bytes.
+pub(crate) fn check_note(field: &'static str, text: &str, max: usize) -> Result<(), AdminError> {
+    refuse_nul(field, text)?;
+    if text.len() > max {
+        return Err(AdminError::InvalidText {
+            field,
+            problem: format!("is longer than {max} bytes"),
+        });
+    }
+    Ok(())
+}
 
 /// Refuses a text the database cannot store (one holding U+0000) before it is sent.
 pub(crate) fn refuse_nul(field: &'static str, text: &str) -> Result<(), AdminError> {

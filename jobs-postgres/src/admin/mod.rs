@@ -20,6 +20,10 @@
 //! - [`outbox`]: list parked outbox rows and replay them.
 //! - [`run_now`]: makes jobs waiting for a later time (a retry backing off, a delayed job) due
 //!   now.
+//! - [`cancel`], [`cancel_by_dedupe_key`], [`cancel_matching`]: cancel ready jobs (due or
+//!   scheduled) at once and ask running ones to stop (they see it through
+//!   `ctx.cancel_requested()`, and end cancelled unless their run succeeds), by id, by kind and
+//!   dedupe key, or by filter in batches with a preview count ([`preview_cancel`]).
 //! - [`pause_queue`] / [`resume_queue`]: stop and restart the claims of a queue in every worker
 //!   process (running jobs finish); [`paused_queues`] lists the pauses.
 //! - [`live_workers`]: the worker processes running now, with their queues and kinds (each
@@ -36,6 +40,7 @@
 //!
 //! [`WorkerConfig::retention`]: crate::WorkerConfig::retention
 
+mod cancel;
 pub mod dead;
 mod error;
 mod health;
@@ -49,6 +54,11 @@ mod stats;
 mod throughput;
 mod workers;
 
+pub use cancel::{
+    cancel, cancel_by_dedupe_key, cancel_matching, cancel_matching_batch, preview_cancel,
+    CancelFilter, CancelNote, CancelReport, NotCancellable, ReadyState, CANCEL_BATCH_SIZE,
+    MAX_CANCEL_NOTE_LEN,
+};
 pub use dead::{
     count_dead, discard, discard_batch, job_details, list_dead, preview_discard, preview_replay,
     replay, replay_batch, AttemptRecord, Batch, DeadFilter, DeadJob, DiscardReport, JobDetails,

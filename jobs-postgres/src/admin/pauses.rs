@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use jobs_core::check_queue_name;
 use sqlx::PgPool;
 
-use crate::admin::error::refuse_nul;
+use crate::admin::error;
 use crate::admin::AdminError;
 use crate::store::pauses as store;
 
@@ -113,12 +113,5 @@ pub async fn paused_queues(pool: &PgPool) -> Result<Vec<QueuePause>, AdminError>
 
 /// Refuses a text the database cannot store (U+0000) or that is too long to be a note.
 fn check_note(field: &'static str, text: &str) -> Result<(), AdminError> {
-    refuse_nul(field, text)?;
-    if text.len() > MAX_PAUSE_NOTE_LEN {
-        return Err(AdminError::InvalidText {
-            field,
-            problem: format!("is longer than {MAX_PAUSE_NOTE_LEN} bytes"),
-        });
-    }
-    Ok(())
+    error::check_note(field, text, MAX_PAUSE_NOTE_LEN)
 }

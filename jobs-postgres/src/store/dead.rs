@@ -56,7 +56,10 @@ SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe
        to_char(attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS attempted_at,
        to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
-           AS finished_at
+           AS finished_at,
+       to_char(cancel_requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+           AS cancel_requested_at,
+       cancel_requested_by, cancel_reason
 FROM jobs_queue
 WHERE id = $1";
 

@@ -37,6 +37,7 @@ macro_rules! same_dedupe_key {
     };
 }
 
+pub(crate) mod cancel;
 pub(crate) mod claims;
 #[cfg(feature = "testing")]
 pub(crate) mod databases;
@@ -58,6 +59,6 @@ pub(crate) mod waiting;
 pub(crate) mod workers;
 
 pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
-pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome};
+pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome, RenewedLease};
 pub(crate) use rescue::{list_expired, rescue_expired, rescue_jobs, ExpiredJob, RescuedJob};
 pub(crate) use schedules::{schedule_pass, upsert_schedule, Registration};

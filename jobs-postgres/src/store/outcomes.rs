@@ -8,6 +8,15 @@ use jobs_core::{Decision, JobId};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+/// The state a run's outcome `o.state` leaves job `j` in: `cancelled` when the job was asked to
+/// stop and the run did not succeed, else the outcome's.
+macro_rules! outcome_state {
+    () => {
+        "CASE WHEN o.state <> 'done' AND j.cancel_requested_at IS NOT NULL THEN 'cancelled' \
+              ELSE o.state END"
+    };
+}
+
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
 /// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
@@ -17,13 +26,24 @@ use uuid::Uuid;
 /// whose lease still held (a worker may hold two runs of one job, the stale one under a lost
 /// token): the others were taken by another worker or a rescue, and nothing was written for them. A job of a
 /// schedule that is now done records the schedule's success.
-pub const RECORD_OUTCOMES: &str = "
+///
+/// A job asked to stop (`cancel_requested_at` set, see `store::cancel`) whose run did not
+/// succeed is `cancelled` instead of being retried, snoozed, handed back or made dead; its
+/// error, if any, is kept in its history as usual.
+pub const RECORD_OUTCOMES: &str = concat!(
+    "
 WITH recorded AS (
 UPDATE jobs_queue AS j
-SET state = o.state,
-    run_at = CASE WHEN o.state = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
+SET state = ",
+    outcome_state!(),
+    ",
+    run_at = CASE WHEN ",
+    outcome_state!(),
+    " = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
     attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
-    finished_at = CASE WHEN o.state = 'ready' THEN NULL ELSE now() END,
+    finished_at = CASE WHEN ",
+    outcome_state!(),
+    " = 'ready' THEN NULL ELSE now() END,
     lease_token = NULL,
     lease_expires_at = NULL,
     errors = CASE WHEN o.error_kind IS NULL THEN j.errors
@@ -38,16 +58,18 @@ RETURNING j.id, o.lease_token, j.state, j.schedule
     UPDATE jobs_schedules AS s SET last_success_at = now()
     WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
 )
-SELECT id, lease_token FROM recorded";
+SELECT id, lease_token FROM recorded"
+);
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
-/// three arrays pair up); returns the `(id, lease_token)` of the runs whose lease still holds.
+/// three arrays pair up); returns the `(id, lease_token)` of the runs whose lease still holds,
+/// each with whether the job was asked to stop (`cancel_requested`).
 pub const HEARTBEAT: &str = "
 UPDATE jobs_queue AS j
 SET lease_expires_at = now() + make_interval(secs => held.lease_secs)
 FROM unnest($1::bigint[], $2::uuid[], $3::float8[]) AS held(id, lease_token, lease_secs)
 WHERE j.id = held.id AND j.lease_token = held.lease_token
-RETURNING j.id, j.lease_token";
+RETURNING j.id, j.lease_token, j.cancel_requested_at IS NOT NULL AS cancel_requested";
 
 /// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`; returns
 /// its id when the lease still held. The row stays locked until that transaction ends, so the
@@ -194,12 +216,31 @@ fn lease_columns(held: &[(JobId, Uuid, Duration)]) -> (Vec<JobId>, Vec<Uuid>, Ve
     (ids, tokens, leases)
 }
 
+/// A run whose lease a heartbeat renewed, as [`HEARTBEAT`] returns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct RenewedLease {
+    /// The job's id.
+    pub id: JobId,
+    /// The run's lease token.
+    pub lease_token: Uuid,
+    /// Whether the job was asked to stop: its run is told (`ctx.cancel_requested()`).
+    pub cancel_requested: bool,
+}
+
+impl RenewedLease {
+    /// The run, `(id, token)`.
+    pub fn run(&self) -> (JobId, Uuid) {
+        (self.id, self.lease_token)
+    }
+}
+
 /// Extends the leases of the given runs, `(id, token, lease)`, each by its own lease; returns
-/// the runs, `(id, token)`, whose lease still held. Rows are locked in id order.
+/// the runs whose lease still held, with whether each job was asked to stop. Rows are locked in
+/// id order.
 pub async fn heartbeat(
     pool: &PgPool,
     held: &[(JobId, Uuid, Duration)],
-) -> Result<Vec<(JobId, Uuid)>, sqlx::Error> {
+) -> Result<Vec<RenewedLease>, sqlx::Error> {
     let (ids, tokens, leases) = lease_columns(held);
     sqlx::query_as(HEARTBEAT)
         .bind(&ids)

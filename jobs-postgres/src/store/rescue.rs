@@ -1,4 +1,5 @@
-//! Rescuing jobs whose lease expired: back to ready, or dead when their attempts are spent.
+//! Rescuing jobs whose lease expired: back to ready, or dead when their attempts are spent, or
+//! cancelled when they were asked to stop (their run cannot say it succeeded any more).
 
 use jobs_core::JobId;
 use sqlx::{FromRow, PgPool};
@@ -17,8 +18,11 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs_queue AS j
-SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
-    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                 WHEN j.attempts >= j.max_attempts THEN 'dead'
+                 ELSE 'ready' END,
+    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts
+                       THEN now() END,
     lease_token = NULL,
     lease_expires_at = NULL,
     errors = j.errors || jsonb_build_array(jsonb_build_object(
@@ -32,7 +36,7 @@ RETURNING j.id, j.kind, j.queue, j.state"
 }
 
 /// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
-/// up, recording the expiry as that attempt's error; skips the jobs `$2` (rows this worker set
+/// up, or to cancelled when they were asked to stop, recording the expiry as that attempt's error; skips the jobs `$2` (rows this worker set
 /// aside after the database refused to rescue them). A rescued job keeps its `run_at`, so it goes
 /// before the jobs that became ready after it.
 pub const RESCUE_EXPIRED: &str = rescue_jobs!(
@@ -61,7 +65,8 @@ pub const RESCUE_JOBS: &str = rescue_jobs!(
 // Operating the queue: health numbers, dead letters, retention (see `crate::admin`).
 // ---------------------------------------------------------------------------------------------
 
-/// A job returned by a rescue: its id, kind, queue and new state (`ready` or `dead`).
+/// A job returned by a rescue: its id, kind, queue and new state (`ready`, `dead` or
+/// `cancelled`).
 #[derive(Debug, Clone, FromRow, PartialEq, Eq)]
 pub struct RescuedJob {
     /// The job's id.
@@ -70,11 +75,13 @@ pub struct RescuedJob {
     pub kind: String,
     /// Its queue.
     pub queue: String,
-    /// `ready`, or `dead` when its attempts were used up.
+    /// `ready`, or `dead` when its attempts were used up, or `cancelled` when it was asked to
+    /// stop.
     pub state: String,
 }
 
-/// Returns up to `limit` jobs whose lease expired to ready (or dead when out of attempts),
+/// Returns up to `limit` jobs whose lease expired to ready (or dead when out of attempts, or
+/// cancelled when asked to stop),
 /// skipping the jobs `set_aside`.
 pub async fn rescue_expired(
     pool: &PgPool,

@@ -160,6 +160,11 @@ async fn run(
         lease_lost,
     )
     .with_backend(Arc::clone(&link) as Arc<dyn Any + Send + Sync>);
+    let cancel_requested = shared.running.cancel_signal(job.id, job.lease_token);
+    let context = match &cancel_requested {
+        Some(requested) => context.with_cancel_requests(requested.clone()),
+        None => context,
+    };
     let end = match (registration.handler)(context, &job.payload, &shared.states) {
         Ok(future) => run_guarded(shared, future, registration.options.timeout).await,
         Err(error) => RunEnd::Finished(invocation_failure(error)),
@@ -181,10 +186,25 @@ async fn run(
         }
         (_, end) => end,
     };
+    let mut cancelled_by_request = false;
     let (outcome, next) = match end {
         RunEnd::Finished(outcome) => {
             let decision = decision_of(outcome, attempt, &retry, rand::random::<f64>());
-            (OutcomeLabel::of(&decision), Next::Write(decision))
+            let requested = cancel_requested
+                .as_ref()
+                .is_some_and(|requested| *requested.borrow());
+            if requested && decision != Decision::Complete {
+                cancelled_by_request = true;
+                // The outcome's write makes the job cancelled (it keys on the request in the
+                // row, seen here or not); counted as what it becomes.
+                tracing::info!(
+                    decision = ?decision,
+                    "cancellation requested and the run did not succeed: the job ends cancelled"
+                );
+                (OutcomeLabel::Cancelled, Next::Write(decision))
+            } else {
+                (OutcomeLabel::of(&decision), Next::Write(decision))
+            }
         }
         RunEnd::Interrupted => {
             tracing::info!("interrupted by shutdown; handing the job back");
@@ -204,7 +224,10 @@ async fn run(
     };
     tracing::Span::current().record("outcome", outcome.as_str());
     if let Next::Write(decision) = &next {
-        log_decision(decision);
+        // When cancelled by request, logged above: the decision is not what the job becomes.
+        if !cancelled_by_request {
+            log_decision(decision);
+        }
     }
     (outcome, next)
 }

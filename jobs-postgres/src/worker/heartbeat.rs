@@ -1,5 +1,6 @@
 //! The heartbeat: renews the leases of every job this worker runs, in one statement per beat,
-//! so that a job longer than its lease is not rescued while it runs.
+//! so that a job longer than its lease is not rescued while it runs. Its answer also says which
+//! of those jobs an operator asked to stop: their runs are told (`ctx.cancel_requested()`).
 //!
 //! It stops as soon as the worker stops, even in the middle of a statement: an interrupted
 //! renewal is simply not done.
@@ -41,8 +42,8 @@ impl PeriodicService for Heartbeat {
     }
 }
 
-/// One heartbeat: renews the leases still held; the jobs whose lease was found lost are told
-/// (through their context) and logged.
+/// One heartbeat: renews the leases still held; the jobs whose lease was found lost, or that
+/// were asked to stop, are told (through their context) and logged.
 pub(crate) async fn beat_once(shared: &Shared) {
     let held = shared.running.held();
     if held.is_empty() {
@@ -51,6 +52,10 @@ pub(crate) async fn beat_once(shared: &Shared) {
     let sent_at = Instant::now();
     match store::heartbeat(&shared.pool, &held).await {
         Ok(renewed) => {
+            for id in shared.running.cancel_requested(&renewed) {
+                tracing::info!(job.id = id, "cancellation requested; the job is told");
+            }
+            let renewed: Vec<_> = renewed.iter().map(store::RenewedLease::run).collect();
             let lost = shared.running.renewed(&held, &renewed, sent_at);
             for id in lost {
                 tracing::warn!(

@@ -42,7 +42,8 @@ impl LeaseControl for JobLease {
                 .map_err(|error| LeaseError::Unavailable {
                     reason: error.to_string(),
                 })?;
-            let still_held = renewed.contains(&(self.id, self.token));
+            shared.running.cancel_requested(&renewed);
+            let still_held = renewed.iter().any(|run| run.run() == (self.id, self.token));
             match shared
                 .running
                 .renewed_one(self.id, self.token, still_held, sent_at, lease)

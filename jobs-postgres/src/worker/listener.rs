@@ -1,13 +1,16 @@
-//! Wakes queue producers when enqueue announces ready work with NOTIFY.
+//! Wakes queue producers when enqueue announces ready work with NOTIFY, and renews the leases
+//! at once when a job this worker runs is asked to stop (the renewal's answer tells the run).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use jobs_core::JobId;
 use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 
-use super::{reach, Shared};
+use super::{heartbeat, reach, Shared};
 use crate::backoff::ReconnectBackoff;
+use crate::store::cancel::CANCEL_CHANNEL;
 use crate::store::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any
@@ -27,7 +30,9 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
             // checks the database directly first (sqlx's own reconnection would go through the
             // pool, and report a refused connection as `PoolTimedOut` after its timeout).
             listener.eager_reconnect(false);
-            listener.listen(NOTIFY_CHANNEL).await?;
+            listener
+                .listen_all([NOTIFY_CHANNEL, CANCEL_CHANNEL])
+                .await?;
             Ok::<_, sqlx::Error>(listener)
         };
         let connected = tokio::select! {
@@ -62,6 +67,17 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
                 _ = stop.wait_for(|stop| *stop) => return,
             };
             match received {
+                Ok(Some(notification)) if notification.channel() == CANCEL_CHANNEL => {
+                    let runs_it = notification.payload().parse::<JobId>().is_ok_and(|id| {
+                        shared.running.held().iter().any(|(held, _, _)| *held == id)
+                    });
+                    if runs_it {
+                        tokio::select! {
+                            () = heartbeat::beat_once(&shared) => {}
+                            _ = stop.wait_for(|stop| *stop) => return,
+                        }
+                    }
+                }
                 Ok(Some(notification)) => {
                     for wake in wakers.get(notification.payload()).into_iter().flatten() {
                         wake.notify_one();

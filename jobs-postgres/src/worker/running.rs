@@ -1,5 +1,5 @@
 //! The jobs a worker is running now, with their lease tokens, for the heartbeat; and each run's
-//! "lease lost" signal, which its job sees through its context.
+//! "lease lost" and "cancel requested" signals, which its job sees through its context.
 //!
 //! A run is known by its job id *and* its lease token: a worker that lost a job's lease may claim
 //! the same job again while the stale run still goes on, and then holds two runs of one job.
@@ -14,6 +14,8 @@ use jobs_core::JobId;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::store::RenewedLease;
+
 /// One run: a job under the lease token of one claim.
 type Run = (JobId, Uuid);
 
@@ -25,6 +27,8 @@ struct Lease {
     expires: Instant,
     /// Set once the database said the token no longer holds the job; the job's context sees it.
     lost: watch::Sender<bool>,
+    /// Set once the database said the job was asked to stop; the job's context sees it.
+    cancel: watch::Sender<bool>,
     /// The run is over and its outcome handed to be written. A heartbeat that misses the job
     /// then most likely raced the outcome's write (which clears the token): not worth a warning.
     outcome_pending: bool,
@@ -78,6 +82,7 @@ impl RunningJobs {
                     lease,
                     expires,
                     lost,
+                    cancel: watch::Sender::new(false),
                     outcome_pending: false,
                 },
             )
@@ -105,6 +110,30 @@ impl RunningJobs {
                 lease.lost.send_replace(true);
             }
         });
+    }
+
+    /// The "cancel requested" signal of run `(id, token)`, `None` when it is not tracked.
+    pub fn cancel_signal(&self, id: JobId, token: Uuid) -> Option<watch::Receiver<bool>> {
+        self.with_leases(|leases| {
+            leases
+                .get(&(id, token))
+                .map(|lease| lease.cancel.subscribe())
+        })
+    }
+
+    /// Tells the runs `(id, token)` among `renewed` whose job was asked to stop (a heartbeat's
+    /// answer); returns the ids newly told.
+    pub fn cancel_requested(&self, renewed: &[RenewedLease]) -> Vec<JobId> {
+        self.with_leases(|leases| {
+            renewed
+                .iter()
+                .filter(|run| run.cancel_requested)
+                .filter_map(|run| {
+                    let lease = leases.get(&run.run())?;
+                    (!lease.cancel.send_replace(true)).then_some(run.id)
+                })
+                .collect()
+        })
     }
 
     /// Forgets run `(id, token)`, which is over; another run of the job stays.
@@ -216,6 +245,31 @@ mod tests {
         assert!(running.held().is_empty());
         assert_eq!(running.state_of(7, token), Renewal::Lost);
         assert_eq!(running.state_of(7, Uuid::new_v4()), Renewal::Unknown);
+    }
+
+    #[test]
+    fn a_cancel_request_tells_its_run_once() {
+        let running = RunningJobs::default();
+        let (stale, live) = (Uuid::new_v4(), Uuid::new_v4());
+        let lease = Duration::from_secs(30);
+        let _ = running.insert(7, stale, lease, Instant::now());
+        let _ = running.insert(7, live, lease, Instant::now());
+        let signal = running.cancel_signal(7, live).unwrap();
+        let stale_signal = running.cancel_signal(7, stale).unwrap();
+        let answer = |requested| {
+            [RenewedLease {
+                id: 7,
+                lease_token: live,
+                cancel_requested: requested,
+            }]
+        };
+        assert!(running.cancel_requested(&answer(false)).is_empty());
+        assert!(!*signal.borrow());
+        assert_eq!(running.cancel_requested(&answer(true)), vec![7]);
+        assert!(*signal.borrow());
+        assert!(!*stale_signal.borrow(), "only the run answered for is told");
+        assert!(running.cancel_requested(&answer(true)).is_empty(), "once");
+        assert!(running.cancel_signal(8, live).is_none());
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub enum JobState {
     Done,
     /// Failed for good; kept until replayed or discarded.
     Dead,
-    /// Cancelled by the job itself.
+    /// Cancelled: by the job itself, or by an operator (`admin::cancel`).
     Cancelled,
 }
 
@@ -155,6 +155,12 @@ pub struct JobDetails {
     pub attempted_at: Option<String>,
     /// When it reached its final state (done, dead, cancelled), if it did.
     pub finished_at: Option<String>,
+    /// When an operator asked to cancel it, if one did (RFC 3339, UTC).
+    pub cancel_requested_at: Option<String>,
+    /// Who asked to cancel it, as they said.
+    pub cancel_requested_by: Option<String>,
+    /// Why, when they said.
+    pub cancel_reason: Option<String>,
 }
 
 /// Job `id` with its whole error history, whatever its state; `None` when no such job exists
