@@ -15,6 +15,7 @@ use crate::state::Console;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
     Overview,
+    Jobs,
     Dead,
     Schedules,
     Outbox,
@@ -23,8 +24,9 @@ pub(crate) enum Nav {
 }
 
 /// The navigation entries: which, label, path.
-const ENTRIES: [(Nav, &str, &str); 5] = [
+const ENTRIES: [(Nav, &str, &str); 6] = [
     (Nav::Overview, "Overview", "/"),
+    (Nav::Jobs, "Jobs", "/jobs"),
     (Nav::Dead, "Dead letters", "/dead"),
     (Nav::Schedules, "Schedules", "/schedules"),
     (Nav::Outbox, "Outbox", "/outbox"),

@@ -155,9 +155,11 @@ impl From<AdminError> for Problem {
         match error {
             AdminError::SchemaMissing(_) => Problem::SchemaMissing,
             AdminError::Database(error) => error.into(),
-            invalid @ (AdminError::InvalidQueue(_) | AdminError::InvalidText { .. }) => {
-                Problem::BadRequest(invalid.to_string())
-            }
+            invalid @ (AdminError::InvalidQueue(_)
+            | AdminError::InvalidKind(_)
+            | AdminError::InvalidText { .. }
+            | AdminError::EmptyFilter
+            | AdminError::InvalidWindow(_)) => Problem::BadRequest(invalid.to_string()),
             other => Problem::Internal(other.to_string()),
         }
     }

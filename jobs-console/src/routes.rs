@@ -26,6 +26,7 @@ pub fn router(pool: PgPool, config: ConsoleConfig) -> Router {
         .route("/", get(overview::show))
         .route("/jobs/{id}", get(job::show))
         .route("/jobs/run-now", post(actions::jobs::run_now))
+        .route("/jobs/cancel", post(actions::cancel::cancel))
         .route("/dead", get(dead::show))
         .route("/dead/replay", post(actions::dead::replay))
         .route("/dead/discard", post(actions::dead::discard))

@@ -2,6 +2,7 @@
 //! with a redirect to the page it came from (or, for an action on many jobs, first with a
 //! preview to confirm).
 
+pub(crate) mod cancel;
 pub(crate) mod dead;
 pub(crate) mod jobs;
 pub(crate) mod outbox;

@@ -52,11 +52,23 @@ pub(crate) async fn show(
             dt { "Due" } dd { (job.run_at) }
             dt { "Last attempt started" } dd { (job.attempted_at.as_deref().unwrap_or("–")) }
             dt { "Finished" } dd { (job.finished_at.as_deref().unwrap_or("–")) }
+            @if let Some(at) = &job.cancel_requested_at {
+                dt { "Cancel asked" } dd id="cancel-request" {
+                    (at) " by " (job.cancel_requested_by.as_deref().unwrap_or("?"))
+                    @if let Some(reason) = &job.cancel_reason { ": " (reason) }
+                }
+            }
         }
         div class="actions" {
             @match job.state {
                 JobState::Ready => {
                     (action_button(&console, &visitor, "/jobs/run-now", "Run now", &[("id", &id_text)]))
+                    (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
+                }
+                JobState::Running => {
+                    @if job.cancel_requested_at.is_none() {
+                        (action_button(&console, &visitor, "/jobs/cancel", "Ask to stop (cancel)", &[("id", &id_text), ("confirm", "yes")]))
+                    }
                 }
                 JobState::Dead => {
                     (action_button(&console, &visitor, "/dead/replay", "Replay", &[("id", &id_text), ("confirm", "yes")]))

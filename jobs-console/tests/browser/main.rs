@@ -180,6 +180,35 @@ async fn a_bulk_discard_shows_its_preview_before_it_deletes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_job_cancelled_from_the_console_never_runs() {
+    let db = Db::migrated().await;
+    let worker = start_worker(&db.pool);
+    let url = serve_console(db.pool.clone(), ConsoleConfig::new()).await;
+    let browser = Browser::start().await;
+
+    let id = resize::builder(7)
+        .delay(Duration::from_secs(3600))
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    browser.open(&format!("{url}/jobs/{id}")).await;
+    assert_eq!(browser.text("#state").await, "ready");
+    browser.click(r#"form[action="/jobs/cancel"] button"#).await;
+    browser.wait_for_text("Cancelled 1 job").await;
+    assert_eq!(browser.text("#state").await, "cancelled");
+    assert_eq!(state_of(&db.pool, id).await, "cancelled");
+
+    // Made due, it is still not run: the worker never claims a cancelled job.
+    jobs::admin::run_now(&db.pool, &[id]).await.unwrap();
+    let other = resize::enqueue(&db.pool, 8).await.unwrap().id();
+    wait_for_state(&db.pool, other, "done").await;
+    assert_eq!(state_of(&db.pool, id).await, "cancelled");
+    browser.close().await;
+    worker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screenshots_of_every_page() {
     let db = Db::migrated().await;
     db.execute("CREATE TABLE uploadable (file text PRIMARY KEY)")
