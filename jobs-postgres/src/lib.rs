@@ -47,6 +47,9 @@ pub mod __private {
         };
         pub use crate::store::dead::REPLAY_DEAD;
         pub use crate::store::enqueue::FIND_DEDUPE_HOLDERS;
+        pub use crate::store::find::{
+            FIND_BY_DEDUPE_KEY, FIND_BY_ID, FIND_LIVE, FIND_OF_KIND, FIND_RECENT,
+        };
         pub use crate::store::outbox::CLAIM_OUTBOX;
         pub use crate::store::outcomes::{HEARTBEAT, RECORD_OUTCOMES};
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};

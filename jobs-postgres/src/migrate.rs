@@ -57,6 +57,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(8, "claims_and_gauges", "0008_claims_and_gauges.sql"),
     migration!(9, "processed_key_digest", "0009_processed_key_digest.sql"),
     migration!(10, "operator_controls", "0010_operator_controls.sql"),
+    migration!(13, "job_search", "0013_job_search.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -18,6 +18,7 @@ mod drain;
 mod enqueue;
 mod enqueue_input;
 mod exactly_once;
+mod find_jobs;
 mod gauges_shared;
 mod lease_control;
 mod lease_tokens;

@@ -44,7 +44,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (7, "outbox_ids_topics".to_string()),
             (8, "claims_and_gauges".to_string()),
             (9, "processed_key_digest".to_string()),
-            (10, "operator_controls".to_string())
+            (10, "operator_controls".to_string()),
+            (13, "job_search".to_string())
         ]
     );
     let sqlx_history: Option<String> =

@@ -25,6 +25,16 @@ pub enum AdminError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A search or a page cannot be asked for as given (a page size out of range, a dedupe key
+    /// without its kind, a time range that ends before it starts); nothing was sent to the
+    /// database.
+    #[error("invalid {field}: {problem}")]
+    InvalidFilter {
+        /// Which argument.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl From<sqlx::Error> for AdminError {
