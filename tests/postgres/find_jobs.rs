@@ -307,8 +307,7 @@ async fn a_page_examines_a_bounded_number_of_jobs_and_goes_on_from_its_cursor() 
     assert!(!second.examination_bounded);
     assert_eq!(second.next, None);
 
-    // With its kind, the same jobs... are still found by walking; with their status, in one page
-    // through the ready index.
+    // With their status, they are found in one page, through the ready index.
     let ready = admin::find_jobs(
         &db.pool,
         &filter.clone().status(JobStatus::Ready),

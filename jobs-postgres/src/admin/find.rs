@@ -29,7 +29,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use jobs_core::{check_kind_name, check_queue_name, JobId};
 use sqlx::types::Json;
 use sqlx::PgPool;
@@ -275,7 +275,11 @@ fn check_range(
     match (since, until) {
         (Some(since), Some(until)) if until < since => Err(AdminError::InvalidFilter {
             field,
-            problem: format!("the range ends ({until}) before it starts ({since})"),
+            problem: format!(
+                "the range ends ({}) before it starts ({})",
+                until.to_rfc3339_opts(SecondsFormat::Secs, true),
+                since.to_rfc3339_opts(SecondsFormat::Secs, true)
+            ),
         }),
         _ => Ok(()),
     }

@@ -284,8 +284,13 @@ pub(crate) struct FoundRow {
 }
 
 /// One page of `search`, through [`Search::statement`].
+///
+/// Planned for its parameters every time (an unnamed statement, never a cached generic plan):
+/// whether a kind's done jobs are best read in id order or gathered and sorted depends on how
+/// many the kind has, which only the kind itself tells the planner.
 pub(crate) async fn find(pool: &PgPool, search: &Search<'_>) -> Result<Vec<FoundRow>, sqlx::Error> {
     sqlx::query_as(search.statement())
+        .persistent(false)
         .bind(search.id)
         .bind(search.kind)
         .bind(search.queue)
