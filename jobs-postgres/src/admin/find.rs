@@ -11,11 +11,14 @@
 //! - by id: one probe of the primary key;
 //! - by kind and dedupe key: the key's digest in the dedupe indexes (dedupe keys are unique per
 //!   kind, so a key is searched with its kind);
-//! - by kind, with or without a status: the jobs of that kind in the partial index of each
-//!   state asked for (done and cancelled ones through an index of their own, by kind);
-//! - by a live status (`ready`, `scheduled`, `running`, `dead`) without a kind: that state's
-//!   partial index, read whole and sorted by id; its cost follows the live jobs of that state,
-//!   as the claims' and `stats` do, never the retained ones;
+//! - by kind, with or without a status: the kind's jobs in the partial index of each state
+//!   asked for, by id (done and cancelled ones through an index of their own), at most
+//!   [`MAX_EXAMINED`] entries of each, then the rows the page shows;
+//! - by a live status (`ready`, `scheduled`, `running`, `dead`), with or without a kind: that
+//!   state's partial index, read whole and sorted by id, then the rows the page shows; its cost
+//!   follows the live jobs of that state (a backlog of 300,000 ready jobs takes a few hundred
+//!   milliseconds a page), as the claims' and [`stats`](super::stats) do, never the retained
+//!   ones;
 //! - anything else (nothing, a queue, `done` or `cancelled`, time ranges, error text, without a
 //!   kind): the newest jobs through the primary key.
 //!

@@ -97,22 +97,37 @@ LIMIT $13"
     };
 }
 
-/// Candidates in one state (`$state`, a literal), one branch of a union, newest first: read
-/// only when the status asked for (`$4`) is one of `$statuses` (a literal SQL list), so that
-/// the other branches cost nothing.
+/// Candidates in one state, one branch of a union, newest first, read only when the status
+/// asked for (`$4`) is one of `$statuses` (a literal SQL list), so that the other branches cost
+/// nothing: the ids of up to `$12` jobs meeting `$condition` below `$11`, read from a state's
+/// partial index alone in the order `$order`, then those rows by primary key, newest first, as
+/// the page pulls them.
+///
+/// `$order` is `id DESC` for an index ordered by id after the condition's columns (dead jobs
+/// and finished jobs of a kind): the index is read backwards and stops after `$12` ids. It is
+/// `id + 0 DESC`, an order no index gives, for an index that holds only live jobs (ready,
+/// running, dead of any kind): it is read whole and sorted, which is bounded by the live jobs,
+/// rather than walking the primary key past retained jobs in search of the state's, which the
+/// planner may otherwise guess cheaper (it assumes the state's jobs spread evenly by id).
 macro_rules! state_branch {
-    ($statuses:literal, $condition:literal) => {
+    ($statuses:literal, $condition:literal, $order:literal) => {
         concat!(
             "
         (SELECT ",
             candidate_columns!(),
             "
          FROM jobs_queue
-         WHERE ($4::text IS NULL OR $4 IN ",
+         WHERE id = ANY(ARRAY(
+                 SELECT id FROM jobs_queue
+                 WHERE ($4::text IS NULL OR $4 IN ",
             $statuses,
             ") AND ",
             $condition,
             " AND id < $11
+                 ORDER BY ",
+            $order,
+            "
+                 LIMIT $12))
          ORDER BY id DESC
          LIMIT $12)"
         )
@@ -166,27 +181,36 @@ pub const FIND_BY_DEDUPE_KEY: &str = page_of!(concat!(
         LIMIT $12"
 ));
 
-/// A page of the jobs of kind `$2`: ready ones through the ready index (sorted: they are live),
-/// running ones through the lease index, dead ones through the dead index by id, done and
+/// A page of the jobs of kind `$2`: ready ones through the ready index and running ones through
+/// the lease index (sorted: they are live), dead ones through the dead index by id, done and
 /// cancelled ones through the finished-kind index by id. Only the branches of the status asked
 /// for are read.
 pub const FIND_OF_KIND: &str = page_of!(concat!(
     state_branch!(
         "('ready', 'scheduled')",
-        "state = 'ready' AND kind = $2 AND ($3::text IS NULL OR queue = $3)"
+        "state = 'ready' AND kind = $2 AND ($3::text IS NULL OR queue = $3)",
+        "id + 0 DESC"
     ),
     "
         UNION ALL",
-    state_branch!("('running')", "state = 'running' AND kind = $2"),
+    state_branch!(
+        "('running')",
+        "state = 'running' AND kind = $2",
+        "id + 0 DESC"
+    ),
     "
         UNION ALL",
-    state_branch!("('dead')", "state = 'dead' AND kind = $2"),
+    state_branch!("('dead')", "state = 'dead' AND kind = $2", "id DESC"),
     "
         UNION ALL",
-    state_branch!("('done')", "state = 'done' AND kind = $2"),
+    state_branch!("('done')", "state = 'done' AND kind = $2", "id DESC"),
     "
         UNION ALL",
-    state_branch!("('cancelled')", "state = 'cancelled' AND kind = $2"),
+    state_branch!(
+        "('cancelled')",
+        "state = 'cancelled' AND kind = $2",
+        "id DESC"
+    ),
     "
         ORDER BY id DESC
         LIMIT $12"
@@ -197,14 +221,15 @@ pub const FIND_OF_KIND: &str = page_of!(concat!(
 pub const FIND_LIVE: &str = page_of!(concat!(
     state_branch!(
         "('ready', 'scheduled')",
-        "state = 'ready' AND ($3::text IS NULL OR queue = $3)"
+        "state = 'ready' AND ($3::text IS NULL OR queue = $3)",
+        "id + 0 DESC"
     ),
     "
         UNION ALL",
-    state_branch!("('running')", "state = 'running'"),
+    state_branch!("('running')", "state = 'running'", "id + 0 DESC"),
     "
         UNION ALL",
-    state_branch!("('dead')", "state = 'dead'"),
+    state_branch!("('dead')", "state = 'dead'", "id + 0 DESC"),
     "
         ORDER BY id DESC
         LIMIT $12"
