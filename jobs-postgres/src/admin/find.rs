@@ -405,7 +405,8 @@ pub struct JobSummary {
 pub struct JobPage {
     /// The jobs, newest first.
     pub jobs: Vec<JobSummary>,
-    /// Where the next page starts; `None` when no job below this page matches.
+    /// Where the next page starts; `None` once the search is exhausted. A full page always has
+    /// one (the page after it may then be empty).
     pub next: Option<Cursor>,
     /// The page examined [`MAX_EXAMINED`] candidates before it filled: it may be short, even
     /// empty, though more jobs match beyond [`next`](Self::next).
