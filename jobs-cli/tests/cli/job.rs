@@ -211,3 +211,37 @@ async fn run_now_makes_waiting_jobs_due_and_lists_the_others() {
     assert_eq!(value["made_due"], serde_json::json!([]));
     assert_eq!(value["not_waiting"], serde_json::json!([waiting[0]]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_list_says_when_a_page_stopped_at_the_examination_bound() {
+    let db = Db::migrated().await;
+    let rare = db.insert(2, "send_email", "rare", "ready").await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
+         SELECT 'resize', 'default', '{}', 'done', 1, 8, now() FROM generate_series(1, 10050)",
+    )
+    .await;
+    let first = db.jobs(&["job", "list", "--queue", "rare"]).await.success();
+    let cursor: i64 = db.count("SELECT max(id) - 10000 + 1 FROM jobs_queue").await;
+    assert_eq!(
+        first.stdout,
+        format!(
+            "no jobs match so far; examined 10000 jobs without filling the page, more may match: go on with --after {cursor} (or narrow with --kind)\n"
+        )
+    );
+    let second = db
+        .jobs(&[
+            "job",
+            "list",
+            "--queue",
+            "rare",
+            "--after",
+            &cursor.to_string(),
+        ])
+        .await
+        .success();
+    let lines: Vec<&str> = second.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", second.stdout);
+    assert!(lines[1].trim_start().starts_with(&rare[1].to_string()));
+    assert_eq!(lines[3], "2 jobs");
+}
