@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use jobs_core::JobId;
+use jobs_postgres::admin::{Cursor, JobStatus};
 
 /// Operate a jobs queue on PostgreSQL: health numbers, alerting, live workers, throughput, dead
 /// letters, parked outbox rows, retention.
@@ -86,7 +88,8 @@ pub enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
-    /// Jobs: run one now instead of at its later time, or cancel jobs.
+    /// Jobs of any state: find them, show one, run one now instead of at its later time, or
+    /// cancel them.
     Job {
         /// What to do with the jobs.
         #[command(subcommand)]
@@ -187,9 +190,25 @@ pub enum Command {
     },
 }
 
-/// What to do with jobs given by id.
+/// What to do with jobs.
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
+    /// Find jobs of any state, newest first, a page at a time: a table, then the cursor of the
+    /// next page (pass it to --after).
+    ///
+    /// Each page examines at most 10,000 jobs: a search that only a few old jobs match (a rare
+    /// queue, an old time range, an error text, without --kind) may print a short or empty
+    /// page and a cursor to go on from. With --kind, jobs of that kind are found through an
+    /// index; --dedupe-key needs --kind.
+    List(JobListArgs),
+    /// Show one job of any state with its payload and its whole error history.
+    Show {
+        /// The job's id.
+        id: JobId,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Make jobs that wait for a later time (a retry backing off, a delayed or snoozed job) due
     /// now: idle workers claim them at once. Attempts and error history stay as they are.
     ///
@@ -266,6 +285,51 @@ pub enum CancelState {
     Ready,
     /// Waiting for a later time: a retry backing off, a delayed or snoozed job.
     Scheduled,
+}
+
+/// Which jobs `job list` shows, and which page.
+#[derive(Debug, Args)]
+pub struct JobListArgs {
+    /// Only the job with this id.
+    #[arg(long, value_name = "ID")]
+    pub id: Option<JobId>,
+    /// Only jobs of this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only jobs of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only jobs in this state: ready (due), scheduled (waiting for a later time), running,
+    /// done, dead or cancelled.
+    #[arg(long, value_name = "STATE")]
+    pub state: Option<JobStatus>,
+    /// Only jobs holding this dedupe key (needs --kind).
+    #[arg(long, value_name = "KEY", requires = "kind")]
+    pub dedupe_key: Option<String>,
+    /// Only jobs enqueued since then: a time (2026-05-01T12:00:00Z) or an age (90m, 2d).
+    #[arg(long, value_name = "TIME|AGE", value_parser = moment)]
+    pub since: Option<DateTime<Utc>>,
+    /// Only jobs enqueued before then: a time or an age.
+    #[arg(long, value_name = "TIME|AGE", value_parser = moment)]
+    pub until: Option<DateTime<Utc>>,
+    /// Only jobs that finished since then: a time or an age.
+    #[arg(long, value_name = "TIME|AGE", value_parser = moment)]
+    pub finished_since: Option<DateTime<Utc>>,
+    /// Only jobs that finished before then: a time or an age.
+    #[arg(long, value_name = "TIME|AGE", value_parser = moment)]
+    pub finished_until: Option<DateTime<Utc>>,
+    /// Only jobs one of whose errors holds this text, in any case.
+    #[arg(long, value_name = "TEXT")]
+    pub error: Option<String>,
+    /// Show at most this many jobs (1 to 500).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+    /// Start after this cursor, printed by the previous page.
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<Cursor>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What to do with a queue.
@@ -470,6 +534,24 @@ pub struct Selection {
     /// Every dead job.
     #[arg(long, conflicts_with_all = ["ids", "kind", "queue", "older_than"])]
     pub all: bool,
+}
+
+/// Parses a moment: an RFC 3339 time (`2026-05-01T12:00:00Z`), or an age (`90m`, `2d`) meaning
+/// that long before now by this machine's clock.
+fn moment(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let age = jobs_core::parse_duration(text).map_err(|_| {
+        format!(
+            "`{}` is neither a time (2026-05-01T12:00:00Z) nor an age (90m, 2d)",
+            text.escape_debug()
+        )
+    })?;
+    chrono::Duration::from_std(age)
+        .ok()
+        .and_then(|age| Utc::now().checked_sub_signed(age))
+        .ok_or_else(|| format!("`{text}` is too long ago"))
 }
 
 /// Parses `"30s"`, `"5m"`, `"7d"`, `"1h30m"`.

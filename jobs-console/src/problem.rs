@@ -159,6 +159,7 @@ impl From<AdminError> for Problem {
             | AdminError::InvalidKind(_)
             | AdminError::InvalidText { .. }
             | AdminError::EmptyFilter
+            | AdminError::InvalidFilter { .. }
             | AdminError::InvalidWindow(_)) => Problem::BadRequest(invalid.to_string()),
             other => Problem::Internal(other.to_string()),
         }

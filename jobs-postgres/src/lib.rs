@@ -53,6 +53,9 @@ pub mod __private {
             PREVIEW_REPLAY_DEAD, REPLAY_DEAD,
         };
         pub use crate::store::enqueue::FIND_DEDUPE_HOLDERS;
+        pub use crate::store::find::{
+            FIND_BY_DEDUPE_KEY, FIND_BY_ID, FIND_LIVE, FIND_OF_KIND, FIND_RECENT,
+        };
         pub use crate::store::outbox::{
             CLAIM_OUTBOX, LIST_PARKED, PREVIEW_REPLAY_PARKED, REPLAY_PARKED,
         };

@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "workers_and_throughput",
         "0012_workers_and_throughput.sql"
     ),
+    migration!(13, "job_search", "0013_job_search.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

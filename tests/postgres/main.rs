@@ -19,6 +19,7 @@ mod drain;
 mod enqueue;
 mod enqueue_input;
 mod exactly_once;
+mod find_jobs;
 mod gauges_shared;
 mod job_cancel;
 mod lease_control;

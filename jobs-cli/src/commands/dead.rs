@@ -347,11 +347,11 @@ fn narrow(
     filter
 }
 
-fn describe(error: &AttemptRecord) -> String {
+pub(super) fn describe(error: &AttemptRecord) -> String {
     format!("{}: {}", error.kind, error.error)
 }
 
-fn shorten(text: &str) -> String {
+pub(super) fn shorten(text: &str) -> String {
     if text.chars().count() <= ERROR_WIDTH {
         return text.to_owned();
     }
@@ -360,7 +360,7 @@ fn shorten(text: &str) -> String {
     short
 }
 
-fn attempt_json(error: &AttemptRecord) -> Value {
+pub(super) fn attempt_json(error: &AttemptRecord) -> Value {
     json!({
         "attempt": error.attempt,
         "at": error.at,

@@ -107,6 +107,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             } => outbox::replay(&pool, if all { None } else { Some(&ids) }, change, confirm).await,
         },
         Command::Job { command } => match command {
+            JobCommand::List(args) => job::list(&pool, &args).await,
+            JobCommand::Show { id, json } => dead::show(&pool, id, json).await,
             JobCommand::RunNow { ids, json } => job::run_now(&pool, &ids, json).await,
             JobCommand::Cancel(args) => job::cancel(&pool, args).await,
         },

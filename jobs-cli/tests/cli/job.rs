@@ -1,6 +1,183 @@
-//! `jobs job run-now`: waiting jobs become due; the others are listed and left alone.
+//! `jobs job list|show|run-now`: pages of jobs of any state with the cursor of the next, one
+//! job in full, waiting jobs made due.
 
+use crate::fixtures::{json_of, postpone};
 use crate::support::Db;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_list_pages_through_the_jobs_a_filter_selects() {
+    let db = Db::migrated().await;
+    let ready = db.insert(3, "send_email", "email", "ready").await;
+    let done = db.insert(2, "resize", "default", "done").await;
+    let dead = db.insert(1, "resize", "default", "dead").await;
+    db.execute(&format!(
+        r#"UPDATE jobs_queue SET errors = '[{{"attempt": 1, "at": "2030-01-01T00:00:00Z", "kind": "permanent", "error": "no such user\u001b[2J"}}]'
+           WHERE id = {}"#,
+        dead[0]
+    ))
+    .await;
+
+    // Newest first, a page at a time, with the cursor of the next.
+    let first = db.jobs(&["job", "list", "--limit", "4"]).await.success();
+    let lines: Vec<&str> = first.stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{}", first.stdout);
+    let words =
+        |line: &str| -> Vec<String> { line.split_whitespace().map(str::to_owned).collect() };
+    assert_eq!(
+        words(lines[0]),
+        ["ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "ENQUEUED", "FINISHED", "LAST", "ERROR"]
+    );
+    assert_eq!(
+        words(lines[1])[..5],
+        [
+            dead[0].to_string(),
+            "resize".into(),
+            "default".into(),
+            "dead".into(),
+            "1/1".into()
+        ]
+    );
+    assert!(
+        lines[1].ends_with("permanent: no such user\\u{1b}[2J"),
+        "escaped: {}",
+        lines[1]
+    );
+    let next = ready[2];
+    assert_eq!(lines[5], format!("4 jobs; next page: --after {next}"));
+    let second = db
+        .jobs(&["job", "list", "--limit", "4", "--after", &next.to_string()])
+        .await
+        .success();
+    assert_eq!(second.stdout.lines().count(), 4, "{}", second.stdout);
+    assert!(second.stdout.ends_with("\n2 jobs\n"), "{}", second.stdout);
+
+    // Filters, in JSON.
+    let page = json_of(
+        &db,
+        &[
+            "job", "list", "--kind", "resize", "--state", "done", "--json",
+        ],
+    )
+    .await;
+    let ids: Vec<i64> = page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![done[1], done[0]]);
+    assert_eq!(page["next"], serde_json::Value::Null);
+    assert_eq!(page["jobs"][0]["state"], "done");
+    let failing = json_of(&db, &["job", "list", "--error", "NO SUCH", "--json"]).await;
+    assert_eq!(failing["jobs"][0]["id"], dead[0]);
+    assert_eq!(
+        failing["jobs"][0]["last_error"]["error"],
+        "no such user\u{1b}[2J"
+    );
+    postpone(&db, &ready[..1], "1 hour").await;
+    let scheduled = json_of(
+        &db,
+        &[
+            "job",
+            "list",
+            "--state",
+            "scheduled",
+            "--queue",
+            "email",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(scheduled["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(scheduled["jobs"][0]["state"], "scheduled");
+    let recent = json_of(
+        &db,
+        &[
+            "job",
+            "list",
+            "--since",
+            "1h",
+            "--finished-until",
+            "2099-01-01T00:00:00Z",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(
+        recent["jobs"].as_array().unwrap().len(),
+        3,
+        "the finished ones"
+    );
+    let none = db
+        .jobs(&["job", "list", "--kind", "resize", "--dedupe-key", "k"])
+        .await
+        .success();
+    assert_eq!(none.stdout, "no jobs match\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_list_refuses_bad_input_in_one_line() {
+    let db = Db::migrated().await;
+    for (args, expected) in [
+        (
+            vec!["--limit", "0"],
+            "jobs: invalid page size: 0 is out of range: a page holds 1 to 500 jobs",
+        ),
+        (
+            vec!["--limit", "501"],
+            "jobs: invalid page size: 501 is out of range: a page holds 1 to 500 jobs",
+        ),
+        (vec!["--kind", ""], "jobs: invalid kind: kind name is empty"),
+        (vec!["--error", ""], "jobs: invalid error text: it is empty"),
+        (
+            vec!["--since", "1h", "--until", "2h"],
+            "jobs: invalid enqueued time: the range ends",
+        ),
+        (
+            vec!["--after", "x1"],
+            "jobs: invalid value 'x1' for '--after <CURSOR>': invalid cursor",
+        ),
+        (
+            vec!["--state", "waiting"],
+            "jobs: invalid value 'waiting' for '--state <STATE>': unknown job status",
+        ),
+        (
+            vec!["--since", "yesterday"],
+            "jobs: invalid value 'yesterday' for '--since <TIME|AGE>'",
+        ),
+        (
+            vec!["--dedupe-key", "k"],
+            "jobs: the following required arguments were not provided: --kind",
+        ),
+    ] {
+        let mut all = vec!["job", "list"];
+        all.extend(args.iter().copied());
+        let line = db.jobs(&all).await.one_line_error();
+        assert!(line.starts_with(expected), "{args:?}: {line}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_show_shows_a_job_of_any_state() {
+    let db = Db::migrated().await;
+    let ready = db.insert(1, "send_email", "email", "ready").await;
+    let show = db
+        .jobs(&["job", "show", &ready[0].to_string()])
+        .await
+        .success();
+    assert!(
+        show.stdout.starts_with(&format!(
+            "job {}: kind send_email in queue email, ready\n",
+            ready[0]
+        )),
+        "{}",
+        show.stdout
+    );
+    let json = json_of(&db, &["job", "show", &ready[0].to_string(), "--json"]).await;
+    assert_eq!(json["state"], "ready");
+    let line = db.jobs(&["job", "show", "999"]).await.one_line_error();
+    assert!(line.starts_with("jobs: no job 999"), "{line}");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_now_makes_waiting_jobs_due_and_lists_the_others() {
@@ -256,4 +433,38 @@ async fn cancel_refuses_bad_input_before_changing_anything() {
         .await,
         1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_list_says_when_a_page_stopped_at_the_examination_bound() {
+    let db = Db::migrated().await;
+    let rare = db.insert(2, "send_email", "rare", "ready").await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts, finished_at)
+         SELECT 'resize', 'default', '{}', 'done', 1, 8, now() FROM generate_series(1, 10050)",
+    )
+    .await;
+    let first = db.jobs(&["job", "list", "--queue", "rare"]).await.success();
+    let cursor: i64 = db.count("SELECT max(id) - 10000 + 1 FROM jobs_queue").await;
+    assert_eq!(
+        first.stdout,
+        format!(
+            "no jobs match so far; examined 10000 jobs without filling the page, more may match: go on with --after {cursor} (or narrow with --kind)\n"
+        )
+    );
+    let second = db
+        .jobs(&[
+            "job",
+            "list",
+            "--queue",
+            "rare",
+            "--after",
+            &cursor.to_string(),
+        ])
+        .await
+        .success();
+    let lines: Vec<&str> = second.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", second.stdout);
+    assert!(lines[1].trim_start().starts_with(&rare[1].to_string()));
+    assert_eq!(lines[3], "2 jobs");
 }

@@ -64,7 +64,11 @@ impl CancelSelection {
             return format!("ids {}", ids.join(","));
         }
         let mut parts = Vec::new();
-        for (name, value) in [("kind", &self.kind), ("queue", &self.queue), ("state", &self.state)] {
+        for (name, value) in [
+            ("kind", &self.kind),
+            ("queue", &self.queue),
+            ("state", &self.state),
+        ] {
             if !value.trim().is_empty() {
                 parts.push(format!("{name} {}", value.trim()));
             }
@@ -91,7 +95,12 @@ pub(crate) async fn cancel(
     let note = fields.note(&visitor);
     if !fields.id.is_empty() {
         if !confirmed {
-            return Ok(confirm_page(&console, &visitor, &fields, fields.id.len() as u64));
+            return Ok(confirm_page(
+                &console,
+                &visitor,
+                &fields,
+                fields.id.len() as u64,
+            ));
         }
         let report = admin::cancel(&console.pool, &fields.id, &note).await?;
         let what = summary(&report);

@@ -150,10 +150,14 @@ async fn triggering_an_unknown_schedule_is_not_found() {
 #[tokio::test]
 async fn a_job_cancelled_from_its_page_records_who_asked() {
     let (db, mut client) = console(ConsoleConfig::new()).await;
-    let [ids] = db.insert_all([JobRow::new("resize").due_in(minutes(30))]).await;
+    let [ids] = db
+        .insert_all([JobRow::new("resize").due_in(minutes(30))])
+        .await;
     let id = ids[0].to_string();
     client.get(&format!("/jobs/{id}")).await.shows("Cancel");
-    let page = client.post("/jobs/cancel", &[("id", &id), ("confirm", "yes")]).await;
+    let page = client
+        .post("/jobs/cancel", &[("id", &id), ("confirm", "yes")])
+        .await;
     assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
     client
         .get(page.location.as_deref().unwrap())
@@ -162,7 +166,8 @@ async fn a_job_cancelled_from_its_page_records_who_asked() {
         .shows(">cancelled<")
         .shows("by console");
     assert_eq!(
-        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'cancelled'").await,
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'cancelled'")
+            .await,
         1
     );
 }
@@ -171,18 +176,29 @@ async fn a_job_cancelled_from_its_page_records_who_asked() {
 async fn a_bulk_cancel_by_filter_previews_the_count_and_cancels_only_once_confirmed() {
     let (db, mut client) = console(ConsoleConfig::new()).await;
     db.insert_all([
-        JobRow::new("send_newsletter").queue("mail").due_in(minutes(30)).count(4),
+        JobRow::new("send_newsletter")
+            .queue("mail")
+            .due_in(minutes(30))
+            .count(4),
         JobRow::new("send_newsletter").queue("mail").count(2),
-        JobRow::new("send_receipt").queue("mail").due_in(minutes(30)).count(3),
+        JobRow::new("send_receipt")
+            .queue("mail")
+            .due_in(minutes(30))
+            .count(3),
     ])
     .await;
     client.get("/").await;
-    let fields = [("kind", "send_newsletter"), ("queue", "mail"), ("state", "scheduled")];
+    let fields = [
+        ("kind", "send_newsletter"),
+        ("queue", "mail"),
+        ("state", "scheduled"),
+    ];
     let page = client.post("/jobs/cancel", &fields).await;
     assert_eq!(page.status, StatusCode::OK);
     page.shows("Cancel 4 jobs");
     assert_eq!(
-        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'cancelled'").await,
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'cancelled'")
+            .await,
         0
     );
     let mut confirmed = fields.to_vec();
@@ -199,7 +215,9 @@ async fn a_bulk_cancel_by_filter_previews_the_count_and_cancels_only_once_confir
 
     let page = client.post("/jobs/cancel", &[("state", "running")]).await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
-    let page = client.post("/jobs/cancel", &[("kind", ""), ("confirm", "yes")]).await;
+    let page = client
+        .post("/jobs/cancel", &[("kind", ""), ("confirm", "yes")])
+        .await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
     page.shows("needs at least one condition");
 }

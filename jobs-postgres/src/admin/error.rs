@@ -37,6 +37,16 @@ pub enum AdminError {
     /// database.
     #[error("invalid window: {0}")]
     InvalidWindow(&'static str),
+    /// A search or a page cannot be asked for as given (a page size out of range, a dedupe key
+    /// without its kind, a time range that ends before it starts); nothing was sent to the
+    /// database.
+    #[error("invalid {field}: {problem}")]
+    InvalidFilter {
+        /// Which argument.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl From<sqlx::Error> for AdminError {

@@ -17,6 +17,9 @@
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
 //!   with only when forced); [`trigger_schedule`] enqueues one extra run of a schedule now.
+//! - [`find_jobs`]: pages through jobs of any state by id, kind, queue, status, dedupe key,
+//!   enqueue or finish time and error text, newest first, each page reading a bounded number
+//!   of rows however many the table retains; [`job_details`] shows one job in full.
 //! - [`outbox`]: list parked outbox rows and replay them.
 //! - [`run_now`]: makes jobs waiting for a later time (a retry backing off, a delayed job) due
 //!   now.
@@ -43,6 +46,7 @@
 mod cancel;
 pub mod dead;
 mod error;
+pub mod find;
 mod health;
 mod human;
 pub mod outbox;
@@ -65,6 +69,10 @@ pub use dead::{
     JobRef, JobState, ReplayReport, SkippedReplay,
 };
 pub use error::AdminError;
+pub use find::{
+    find_jobs, Cursor, InvalidCursor, JobFilter, JobPage, JobStatus, JobSummary, PageRequest,
+    UnknownStatus, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
+};
 pub use health::{check, HealthThresholds, Violation, MISSING_AFTER_TICKS};
 pub use human::HumanDuration;
 pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};

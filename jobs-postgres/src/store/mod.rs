@@ -43,6 +43,7 @@ pub(crate) mod claims;
 pub(crate) mod databases;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
+pub(crate) mod find;
 pub(crate) mod migrations;
 pub(crate) mod outbox;
 pub(crate) mod outcomes;
