@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use crate::actions;
 use crate::config::ConsoleConfig;
 use crate::html::style_sheet;
-use crate::pages::{dead, job, login, outbox, overview, schedules, workers};
+use crate::pages::{dead, job, jobs, login, outbox, overview, schedules, workers};
 use crate::problem::{self, Problem};
 use crate::schema_gate::require_schema;
 use crate::security;
@@ -24,6 +24,7 @@ pub fn router(pool: PgPool, config: ConsoleConfig) -> Router {
     let console = Console::new(pool, config);
     let guarded = Router::new()
         .route("/", get(overview::show))
+        .route("/jobs", get(jobs::show))
         .route("/jobs/{id}", get(job::show))
         .route("/jobs/run-now", post(actions::jobs::run_now))
         .route("/jobs/cancel", post(actions::cancel::cancel))

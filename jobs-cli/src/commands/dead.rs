@@ -113,6 +113,9 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
     if let Some(at) = &job.finished_at {
         field("finished", at);
     }
+    if let Some(at) = &job.lease_expires_at {
+        field("lease expires", at);
+    }
     if let Some(at) = &job.cancel_requested_at {
         let by = job.cancel_requested_by.as_deref().unwrap_or("?");
         let reason = job
@@ -399,6 +402,7 @@ fn details_json(job: &JobDetails) -> Value {
         "run_at": job.run_at,
         "attempted_at": job.attempted_at,
         "finished_at": job.finished_at,
+        "lease_expires_at": job.lease_expires_at,
         "cancel_requested_at": job.cancel_requested_at,
         "cancel_requested_by": job.cancel_requested_by,
         "cancel_reason": job.cancel_reason,

@@ -1,5 +1,6 @@
 //! `jobs serve`: the web console, safe by default.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,6 +54,7 @@ pub async fn run(
                 .unwrap_or_else(|_| EnvFilter::new("warn,jobs_console::audit=info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let protected = token.is_some();
     let mut config = ConsoleConfig::new()

@@ -132,3 +132,64 @@ async fn a_read_only_console_may_listen_on_every_address() {
     assert!(first.ends_with(" (read-only)"), "{first}");
     stop(child).await;
 }
+
+#[tokio::test]
+async fn every_action_is_logged_on_stderr_as_an_audit_line() {
+    let db = Db::migrated().await;
+    let (mut child, first) = serve(&db, &["--listen", "127.0.0.1:0"], None).await;
+    let address = first
+        .trim_start_matches("jobs console on http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = exchange(
+        &address,
+        "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let csrf = page
+        .lines()
+        .find_map(|line| line.strip_prefix("set-cookie: jobs_console_csrf="))
+        .and_then(|cookie| cookie.split(';').next())
+        .expect("a CSRF cookie")
+        .to_owned();
+    let form = format!("queue=emails&reason=provider+down&csrf={csrf}");
+    let response = exchange(
+        &address,
+        &format!(
+            "POST /queues/pause HTTP/1.1\r\nHost: localhost\r\nCookie: jobs_console_csrf={csrf}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    )
+    .await;
+    assert!(response.starts_with("HTTP/1.1 303"), "{response}");
+    let mut stderr = child.stderr.take().unwrap();
+    stop(child).await;
+    let mut log = String::new();
+    stderr.read_to_string(&mut log).await.unwrap();
+    let audit: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("jobs_console::audit"))
+        .collect();
+    assert_eq!(audit.len(), 1, "{log}");
+    for part in [
+        "actor=\"console at 127.0.0.1\"",
+        "action=\"pause queue\"",
+        "target=\"emails\"",
+        "result=\"Paused queue emails\"",
+    ] {
+        assert!(audit[0].contains(part), "{part} in {}", audit[0]);
+    }
+}
+
+/// Sends `request` to `address` and reads the whole response.
+async fn exchange(address: &str, request: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+}

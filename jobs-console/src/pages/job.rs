@@ -38,8 +38,11 @@ pub(crate) async fn show(
         @if let Some(done) = &query.done { (notice(done)) }
         dl class="facts" {
             dt { "State" } dd { span class="badge" id="state" { (job.state.as_str()) } }
-            dt { "Kind" } dd { (job.kind) " · " a href=(config.href(&format!("/dead?kind={}", percent_encode(&job.kind)))) { "its dead letters" } }
-            dt { "Queue" } dd { (job.queue) }
+            dt { "Kind" } dd {
+                a href=(config.href(&format!("/jobs?kind={}", percent_encode(&job.kind)))) { (job.kind) }
+                " · " a href=(config.href(&format!("/dead?kind={}", percent_encode(&job.kind)))) { "its dead letters" }
+            }
+            dt { "Queue" } dd { a href=(config.href(&format!("/jobs?queue={}", percent_encode(&job.queue)))) { (job.queue) } }
             dt { "Priority" } dd { (job.priority) }
             dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
             dt { "Dedupe key" } dd {
@@ -52,6 +55,9 @@ pub(crate) async fn show(
             dt { "Due" } dd { (job.run_at) }
             dt { "Last attempt started" } dd { (job.attempted_at.as_deref().unwrap_or("–")) }
             dt { "Finished" } dd { (job.finished_at.as_deref().unwrap_or("–")) }
+            @if let Some(lease) = &job.lease_expires_at {
+                dt { "Lease expires" } dd { (lease) " (renewed by its worker's heartbeat)" }
+            }
             @if let Some(at) = &job.cancel_requested_at {
                 dt { "Cancel asked" } dd id="cancel-request" {
                     (at) " by " (job.cancel_requested_by.as_deref().unwrap_or("?"))
@@ -60,21 +66,16 @@ pub(crate) async fn show(
             }
         }
         div class="actions" {
-            @match job.state {
-                JobState::Ready => {
-                    (action_button(&console, &visitor, "/jobs/run-now", "Run now", &[("id", &id_text)]))
-                    (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
-                }
-                JobState::Running => {
-                    @if job.cancel_requested_at.is_none() {
-                        (action_button(&console, &visitor, "/jobs/cancel", "Ask to stop (cancel)", &[("id", &id_text), ("confirm", "yes")]))
-                    }
-                }
-                JobState::Dead => {
-                    (action_button(&console, &visitor, "/dead/replay", "Replay", &[("id", &id_text), ("confirm", "yes")]))
-                    (action_button(&console, &visitor, "/dead/discard", "Discard", &[("id", &id_text)]))
-                }
-                _ => {}
+            @if job.state == JobState::Ready {
+                (action_button(&console, &visitor, "/jobs/run-now", "Run now", &[("id", &id_text)]))
+                (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
+            }
+            @if job.state == JobState::Running && job.cancel_requested_at.is_none() {
+                (action_button(&console, &visitor, "/jobs/cancel", "Ask to stop (cancel)", &[("id", &id_text), ("confirm", "yes")]))
+            }
+            @if job.state == JobState::Dead {
+                (action_button(&console, &visitor, "/dead/replay", "Replay", &[("id", &id_text), ("confirm", "yes")]))
+                (action_button(&console, &visitor, "/dead/discard", "Discard", &[("id", &id_text)]))
             }
         }
         h2 { "Payload" }

@@ -2,6 +2,7 @@
 
 pub(crate) mod dead;
 pub(crate) mod job;
+pub(crate) mod jobs;
 pub(crate) mod login;
 pub(crate) mod outbox;
 pub(crate) mod overview;

@@ -209,6 +209,35 @@ async fn a_scheduled_job_cancelled_from_the_console_never_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_by_dedupe_key_finds_the_one_job_holding_it() {
+    let db = Db::migrated().await;
+    let url = serve_console(db.pool.clone(), ConsoleConfig::new()).await;
+    let browser = Browser::start().await;
+    let mut ids = Vec::new();
+    for order in [1041, 1042, 1043] {
+        ids.push(send_receipt::enqueue(&db.pool, order).await.unwrap().id());
+    }
+
+    browser.open(&format!("{url}/jobs")).await;
+    browser
+        .type_into("#search input[name=kind]", "send_receipt")
+        .await;
+    browser
+        .type_into("#search input[name=dedupe_key]", "receipt:1042")
+        .await;
+    browser.click("#search button[type=submit]").await;
+    browser.wait_for_text("receipt:1042").await;
+    let rows = browser.text("#jobs tbody").await;
+    assert_eq!(rows.lines().count(), 1, "one job holds the key: {rows}");
+    assert!(rows.starts_with(&ids[1].to_string()), "{rows}");
+    browser
+        .click(&format!(r#"tr[data-id="{}"] td.num a"#, ids[1]))
+        .await;
+    browser.wait_for_text(&format!("Job {}", ids[1])).await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screenshots_of_every_page() {
     let db = Db::migrated().await;
     db.execute("CREATE TABLE uploadable (file text PRIMARY KEY)")
@@ -273,6 +302,7 @@ async fn screenshots_of_every_page() {
     let browser = Browser::start().await;
     for (name, path) in [
         ("overview", "/".to_owned()),
+        ("jobs", "/jobs?queue=images".to_owned()),
         ("dead-letters", "/dead".to_owned()),
         ("job", format!("/jobs/{dead}")),
         ("schedules", "/schedules".to_owned()),

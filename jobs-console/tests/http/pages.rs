@@ -124,3 +124,66 @@ async fn the_workers_page_shows_live_workers_and_what_check_would_report() {
         .shows("send_receipt")
         .hides("queue_unserved");
 }
+
+#[tokio::test]
+async fn the_jobs_page_searches_by_dedupe_key_and_pages_newest_first() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let [keyed, _, many] = db
+        .insert_all([
+            JobRow::new("send_receipt").dedupe("receipt:1042", "retained"),
+            JobRow::new("send_receipt").dedupe("receipt:7", "retained"),
+            JobRow::new("resize").queue("images").count(60),
+        ])
+        .await;
+    let page = client
+        .get("/jobs?kind=send_receipt&dedupe_key=receipt%3A1042")
+        .await;
+    page.shows(&format!(r#"<tr data-id="{}">"#, keyed[0]))
+        .shows("receipt:1042")
+        .hides("receipt:7");
+
+    let first = client.get("/jobs?queue=images").await;
+    first
+        .shows(&format!(r#"<tr data-id="{}">"#, many[59]))
+        .hides(&format!(r#"<tr data-id="{}">"#, many[9]));
+    let next = format!("/jobs?queue=images&amp;after={}", many[10]);
+    first.shows(&next);
+    let second = client
+        .get(&format!("/jobs?queue=images&after={}", many[10]))
+        .await;
+    second
+        .shows(&format!(r#"<tr data-id="{}">"#, many[9]))
+        .shows(&format!(r#"<tr data-id="{}">"#, many[0]))
+        .hides(&format!(r#"<tr data-id="{}">"#, many[10]))
+        .hides("Next page");
+}
+
+#[tokio::test]
+async fn a_search_the_filter_refuses_says_why() {
+    let (_db, mut client) = console(ConsoleConfig::new()).await;
+    for (query, why) in [
+        ("/jobs?dedupe_key=receipt", "dedupe key"),
+        ("/jobs?state=sleeping", "unknown job status"),
+        ("/jobs?since=yesterday", "is not a time"),
+        ("/jobs?after=-3", "invalid cursor"),
+    ] {
+        let page = client.get(query).await;
+        assert_eq!(page.status, axum::http::StatusCode::BAD_REQUEST, "{query}");
+        page.shows(why);
+    }
+}
+
+#[tokio::test]
+async fn a_filter_cancel_takes_whole_is_offered_as_one_action() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.insert_all([JobRow::new("send_newsletter").due_in(minutes(30)).count(3)])
+        .await;
+    client
+        .get("/jobs?kind=send_newsletter&state=scheduled")
+        .await
+        .shows("Cancel every scheduled job of this filter");
+    client
+        .get("/jobs?kind=send_newsletter&state=scheduled&error=x")
+        .await
+        .hides("Cancel every");
+}

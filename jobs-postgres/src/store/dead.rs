@@ -57,6 +57,8 @@ SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe
            AS attempted_at,
        to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS finished_at,
+       to_char(lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+           AS lease_expires_at,
        to_char(cancel_requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS cancel_requested_at,
        cancel_requested_by, cancel_reason

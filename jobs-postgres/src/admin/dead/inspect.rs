@@ -155,6 +155,8 @@ pub struct JobDetails {
     pub attempted_at: Option<String>,
     /// When it reached its final state (done, dead, cancelled), if it did.
     pub finished_at: Option<String>,
+    /// While it runs: when its worker's lease expires unless renewed (RFC 3339, UTC).
+    pub lease_expires_at: Option<String>,
     /// When an operator asked to cancel it, if one did (RFC 3339, UTC).
     pub cancel_requested_at: Option<String>,
     /// Who asked to cancel it, as they said.
