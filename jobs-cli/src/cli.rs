@@ -150,9 +150,14 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         token_file: Option<std::path::PathBuf>,
         /// A host name the console answers without a token, besides the loopback ones (for a
-        /// proxy that forwards its own name).
+        /// proxy that forwards its own name); requests to it may only look, so it needs
+        /// --read-only or an access token.
         #[arg(long, value_name = "NAME")]
         allow_host: Vec<String>,
+        /// Mark the console's cookies Secure (sent over HTTPS only): for a console behind a
+        /// TLS-terminating proxy.
+        #[arg(long)]
+        secure_cookies: bool,
     },
     /// Exit 1 with one line per threshold crossed, 0 when healthy: for cron, probes and
     /// monitoring.

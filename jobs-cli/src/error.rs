@@ -65,8 +65,9 @@ pub enum CliError {
         /// The schedule.
         name: String,
     },
-    /// `serve` on an address other hosts can reach, without an access token or `--read-only`.
-    #[error("not serving on {listen}: other hosts can reach that address, so the console needs an access token (--token-file FILE, or the environment variable JOBS_CONSOLE_TOKEN) or --read-only; or listen on 127.0.0.1")]
+    /// `serve` on an address other hosts can reach (or answering a proxy's host name), without
+    /// an access token or `--read-only`.
+    #[error("not serving on {listen}: other hosts can reach the console (a non-loopback address, or --allow-host), so it needs an access token (--token-file FILE, or the environment variable JOBS_CONSOLE_TOKEN) or --read-only; or listen on 127.0.0.1 without --allow-host")]
     ConsoleUnprotected {
         /// The address asked for.
         listen: String,

@@ -11,6 +11,7 @@ pub struct ConsoleConfig {
     pub(crate) read_only: bool,
     pub(crate) hide_payloads: bool,
     pub(crate) allowed_hosts: Vec<String>,
+    pub(crate) secure_cookies: bool,
 }
 
 impl ConsoleConfig {
@@ -48,16 +49,33 @@ impl ConsoleConfig {
         self
     }
 
+    /// Marks the session and CSRF cookies `Secure`, so that browsers send them over HTTPS only:
+    /// for a console served behind TLS (a reverse proxy).
+    pub fn secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
+        self
+    }
+
     /// Host names (without port) the console answers besides the loopback ones when it has no
-    /// access token, for a read-only console behind a proxy under a name of its own.
+    /// access token (behind a proxy under a name of its own). Requests addressed to them may
+    /// only look: every change is refused unless the console has an access token.
     pub fn allow_host(mut self, host: impl Into<String>) -> Self {
         self.allowed_hosts.push(host.into().to_ascii_lowercase());
         self
     }
 
-    /// The URL path of `page` (`"/dead"`) under the base path.
+    /// The URL path of `page` (`"/dead"`, `"/"`, `"/?refresh=5"`) under the base path. The
+    /// overview of a console nested under `/ops` is `/ops` (a router nested by axum answers its
+    /// root there, not at `/ops/`).
     pub(crate) fn href(&self, page: &str) -> String {
-        format!("{}{}", self.base_path, page)
+        match page.strip_prefix('/') {
+            Some(rest)
+                if !self.base_path.is_empty() && (rest.is_empty() || rest.starts_with('?')) =>
+            {
+                format!("{}{rest}", self.base_path)
+            }
+            _ => format!("{}{}", self.base_path, page),
+        }
     }
 
     /// The path cookies are scoped to.
@@ -80,6 +98,9 @@ mod tests {
         assert_eq!(ConsoleConfig::new().cookie_path(), "/");
         let nested = ConsoleConfig::new().base_path("ops/jobs/");
         assert_eq!(nested.href("/dead"), "/ops/jobs/dead");
+        assert_eq!(nested.href("/"), "/ops/jobs");
+        assert_eq!(nested.href("/?refresh=5"), "/ops/jobs?refresh=5");
+        assert_eq!(ConsoleConfig::new().href("/?refresh=5"), "/?refresh=5");
         assert_eq!(nested.cookie_path(), "/ops/jobs");
     }
 }

@@ -28,7 +28,8 @@
 //!   opens a session kept in a cookie that scripts cannot read and other sites do not send);
 //!   tools may send it as `Authorization: Bearer`. Without one, the console answers only requests
 //!   addressed to a loopback name (`localhost`, `127.0.0.1`, `[::1]`), so that another site's
-//!   page cannot reach it through a rebound DNS name. `jobs serve` listens on 127.0.0.1 unless
+//!   page cannot reach it through a rebound DNS name; names given to
+//!   [`ConsoleConfig::allow_host`] may only look. `jobs serve` listens on 127.0.0.1 unless
 //!   told otherwise, and refuses another address without a token or `--read-only`.
 //! - **Who may act.** Every change is a POST carrying a CSRF token bound to the session (or to a
 //!   cookie, without a token), and refused when the browser says it comes from another origin.
@@ -44,6 +45,7 @@ mod actions;
 mod audit;
 mod chart;
 mod config;
+mod cookies;
 mod forms;
 mod html;
 mod pages;
@@ -54,6 +56,7 @@ mod security;
 mod sessions;
 mod state;
 mod token;
+mod urls;
 
 pub use config::ConsoleConfig;
 pub use routes::router;

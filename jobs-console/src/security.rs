@@ -4,21 +4,17 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, OriginalUri, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
+use crate::cookies::{cookie, set_cookie, CSRF_COOKIE, SESSION_COOKIE};
 use crate::problem::Problem;
 use crate::sessions::random_secret;
 use crate::state::Console;
-
-/// The cookie holding a signed-in session's id.
-pub(crate) const SESSION_COOKIE: &str = "jobs_console_session";
-
-/// The cookie holding the CSRF token of a console without an access token.
-pub(crate) const CSRF_COOKIE: &str = "jobs_console_csrf";
+use crate::urls::percent_encode;
 
 /// Who a request comes from, as the guard established it.
 #[derive(Debug, Clone)]
@@ -73,8 +69,13 @@ pub(crate) async fn guard(
                         signed_in: true,
                     },
                     None if request.method() == Method::GET => {
-                        let next_page = request
-                            .uri()
+                        // The URI as the client sent it: a router nested under a path sees
+                        // its own part only.
+                        let uri = request
+                            .extensions()
+                            .get::<OriginalUri>()
+                            .map_or_else(|| request.uri().clone(), |OriginalUri(uri)| uri.clone());
+                        let next_page = uri
                             .path_and_query()
                             .map(|path| path.as_str().to_owned())
                             .unwrap_or_default();
@@ -90,13 +91,27 @@ pub(crate) async fn guard(
             }
         }
         None => {
-            if !host_is_allowed(headers, &console.config.allowed_hosts) {
-                return Problem::Forbidden(
-                    "this console has no access token, so it answers only requests addressed \
-                     to localhost, 127.0.0.1 or [::1] (or a host it was told to allow)"
-                        .into(),
-                )
-                .into_response();
+            match host_of(headers, &console.config.allowed_hosts) {
+                Some(HostName::Loopback) => {}
+                Some(HostName::Allowed) if request.method() == Method::GET => {}
+                Some(HostName::Allowed) => {
+                    return Problem::Forbidden(
+                        "this console has no access token, so requests addressed to a host name \
+                         it was told to allow may only look: act from localhost, or give the \
+                         console an access token"
+                            .into(),
+                    )
+                    .into_response();
+                }
+                None => {
+                    return Problem::Forbidden(
+                        "this console has no access token, so it answers only requests \
+                         addressed to localhost, 127.0.0.1 or [::1] (or a host it was told to \
+                         allow)"
+                            .into(),
+                    )
+                    .into_response();
+                }
             }
             let csrf = match cookie(headers, CSRF_COOKIE) {
                 Some(csrf) if csrf.len() == 64 => csrf.to_owned(),
@@ -114,7 +129,8 @@ pub(crate) async fn guard(
             }
         }
     };
-    if request.method() != Method::GET && console.config.read_only {
+    let signing_out = request.uri().path() == "/logout";
+    if request.method() != Method::GET && console.config.read_only && !signing_out {
         return Problem::Forbidden("this console is read-only: it changes nothing".into())
             .into_response();
     }
@@ -122,7 +138,7 @@ pub(crate) async fn guard(
     let mut response = next.run(request).await;
     response.extensions_mut().insert(visitor);
     if let Some(csrf) = new_csrf_cookie {
-        let cookie = session_cookie(CSRF_COOKIE, &csrf, console.config.cookie_path());
+        let cookie = set_cookie(CSRF_COOKIE, &csrf, &console.config);
         if let Ok(value) = HeaderValue::from_str(&cookie) {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
@@ -130,7 +146,8 @@ pub(crate) async fn guard(
     response
 }
 
-/// Adds the headers every page gets: no framing, no scripts, no referrer, no caching.
+/// Adds the headers every page gets: no framing, no scripts, no referrer sent to other sites,
+/// no caching.
 pub(crate) async fn headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
@@ -148,7 +165,7 @@ pub(crate) async fn headers(request: Request, next: Next) -> Response {
     );
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     if !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -178,31 +195,48 @@ fn check_origin(method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
         header_str(headers, header::HOST.as_str()),
     ) {
         let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-        if origin != "null" && !origin_host.eq_ignore_ascii_case(host) {
+        // A sandboxed frame or a `data:` page says `null`; so may a browser for a page of this
+        // very console, which it then marks same-origin.
+        let same_site_null =
+            origin == "null" && header_str(headers, "sec-fetch-site") == Some("same-origin");
+        if !same_site_null && (origin == "null" || !origin_host.eq_ignore_ascii_case(host)) {
             return Err(from_another_site());
         }
     }
     Ok(())
 }
 
-/// Whether the request is addressed to a loopback name, or to one the console was told to
-/// allow.
-fn host_is_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(host) = header_str(headers, header::HOST.as_str()) else {
-        return false;
-    };
+/// Which kind of name a request without an access token is addressed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HostName {
+    /// `localhost`, a 127.x address or `::1`: the machine itself.
+    Loopback,
+    /// A name the console was told to allow (behind a proxy): it may look, not act.
+    Allowed,
+}
+
+/// The kind of name the request is addressed to; `None` for any other name (a DNS name rebound
+/// to 127.0.0.1, say) or none.
+fn host_of(headers: &HeaderMap, allowed: &[String]) -> Option<HostName> {
+    let host = header_str(headers, header::HOST.as_str())?;
     let name = if let Some(rest) = host.strip_prefix('[') {
         rest.split_once(']').map_or(rest, |(name, _)| name)
     } else {
         host.rsplit_once(':').map_or(host, |(name, _)| name)
     }
     .to_ascii_lowercase();
-    name == "localhost"
+    let loopback = name == "localhost"
         || name == "::1"
         || name
             .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|address| address.is_loopback())
-        || allowed.contains(&name)
+            .is_ok_and(|address| address.is_loopback());
+    if loopback {
+        Some(HostName::Loopback)
+    } else if allowed.contains(&name) {
+        Some(HostName::Allowed)
+    } else {
+        None
+    }
 }
 
 /// The access token sent as `Authorization: Bearer`.
@@ -212,47 +246,12 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// The value of cookie `name`.
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value)
-}
-
-/// A `Set-Cookie` value scripts cannot read and other sites' requests do not carry.
-pub(crate) fn session_cookie(name: &str, value: &str, path: &str) -> String {
-    format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict")
-}
-
-/// A `Set-Cookie` value that removes cookie `name`.
-pub(crate) fn expired_cookie(name: &str, path: &str) -> String {
-    format!("{name}=; Path={path}; HttpOnly; SameSite=Strict; Max-Age=0")
-}
-
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
 
 fn at(peer: Option<&str>) -> String {
     peer.map(|peer| format!(" at {peer}")).unwrap_or_default()
-}
-
-/// `text` with everything but unreserved characters and `/` percent-encoded, for a query value.
-pub(crate) fn percent_encode(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~/".contains(&byte) {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
 }
 
 #[cfg(test)]
@@ -276,20 +275,27 @@ mod tests {
             "[::1]:8080",
             "LOCALHOST",
         ] {
-            assert!(host_is_allowed(&with(&[("host", host)]), &[]), "{host}");
+            assert_eq!(
+                host_of(&with(&[("host", host)]), &[]),
+                Some(HostName::Loopback),
+                "{host}"
+            );
         }
         for host in [
             "evil.example:8080",
             "10.0.0.1:8080",
             "localhost.evil.example",
         ] {
-            assert!(!host_is_allowed(&with(&[("host", host)]), &[]), "{host}");
+            assert_eq!(host_of(&with(&[("host", host)]), &[]), None, "{host}");
         }
-        assert!(host_is_allowed(
-            &with(&[("host", "ops.internal:80")]),
-            &["ops.internal".to_owned()]
-        ));
-        assert!(!host_is_allowed(&HeaderMap::new(), &[]));
+        assert_eq!(
+            host_of(
+                &with(&[("host", "ops.internal:80")]),
+                &["ops.internal".to_owned()]
+            ),
+            Some(HostName::Allowed)
+        );
+        assert_eq!(host_of(&HeaderMap::new(), &[]), None);
     }
 
     #[test]
@@ -305,15 +311,15 @@ mod tests {
         ]);
         assert!(check_origin(&Method::POST, &other).is_err());
         assert!(check_origin(&Method::GET, &other).is_ok());
+        let sandboxed = with(&[("host", "127.0.0.1:8080"), ("origin", "null")]);
+        assert!(check_origin(&Method::POST, &sandboxed).is_err());
+        let own_page = with(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin"),
+        ]);
+        assert!(check_origin(&Method::POST, &own_page).is_ok());
         let cross = with(&[("sec-fetch-site", "cross-site")]);
         assert!(check_origin(&Method::POST, &cross).is_err());
-    }
-
-    #[test]
-    fn cookies_are_read_by_name() {
-        let headers = with(&[("cookie", "a=1; jobs_console_session=abc; b=2")]);
-        assert_eq!(cookie(&headers, SESSION_COOKIE), Some("abc"));
-        assert_eq!(cookie(&headers, "missing"), None);
-        assert_eq!(percent_encode("/dead?kind=a b"), "/dead%3Fkind%3Da%20b");
     }
 }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
+
 /// The fewest characters an access token may have.
 pub const MIN_TOKEN_LEN: usize = 16;
 
@@ -64,10 +66,13 @@ impl AccessToken {
         Self::new(&text)
     }
 
-    /// Whether `offered` is the token, compared in time that does not depend on where they
-    /// differ.
+    /// Whether `offered` is the token. Their SHA-256 digests are compared, in time that depends
+    /// neither on where they differ nor on the token's length.
     pub fn matches(&self, offered: &str) -> bool {
-        constant_time_eq(self.0.as_bytes(), offered.as_bytes())
+        constant_time_eq(
+            &Sha256::digest(self.0.as_bytes()),
+            &Sha256::digest(offered.as_bytes()),
+        )
     }
 }
 

@@ -223,7 +223,9 @@ async fn cancel_matching(
         let cancelled = batch.cancelled.len();
         progress.advance(cancelled as u64);
         report.merge(batch);
-        if cancelled < CANCEL_BATCH_SIZE {
+        // A short batch may leave jobs behind (rows claimed meanwhile are skipped): stop only
+        // when none is left.
+        if cancelled == 0 {
             break;
         }
     }

@@ -68,6 +68,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         hide_payloads,
         token_file,
         allow_host,
+        secure_cookies,
     } = cli.command
     {
         let settings = serve::Settings {
@@ -76,6 +77,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             hide_payloads,
             token_file,
             allowed_hosts: allow_host,
+            secure_cookies,
         };
         return serve::run(cli.database_url.as_deref(), cli.connect_timeout, settings).await;
     }

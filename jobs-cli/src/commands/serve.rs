@@ -31,6 +31,8 @@ pub struct Settings {
     pub token_file: Option<PathBuf>,
     /// Host names answered without a token.
     pub allowed_hosts: Vec<String>,
+    /// Mark cookies Secure.
+    pub secure_cookies: bool,
 }
 
 /// Serves the console until SIGINT or SIGTERM. Refuses an address other hosts can reach unless
@@ -42,7 +44,8 @@ pub async fn run(
     settings: Settings,
 ) -> Result<Outcome, CliError> {
     let token = access_token(settings.token_file.as_deref())?;
-    if !settings.listen.ip().is_loopback() && token.is_none() && !settings.read_only {
+    let reachable = !settings.listen.ip().is_loopback() || !settings.allowed_hosts.is_empty();
+    if reachable && token.is_none() && !settings.read_only {
         return Err(CliError::ConsoleUnprotected {
             listen: settings.listen.to_string(),
         });
@@ -59,7 +62,8 @@ pub async fn run(
     let protected = token.is_some();
     let mut config = ConsoleConfig::new()
         .read_only(settings.read_only)
-        .hide_payloads(settings.hide_payloads);
+        .hide_payloads(settings.hide_payloads)
+        .secure_cookies(settings.secure_cookies);
     if let Some(token) = token {
         config = config.access_token(token);
     }

@@ -193,3 +193,19 @@ async fn exchange(address: &str, request: &str) -> String {
     stream.read_to_string(&mut response).await.unwrap();
     response
 }
+
+#[tokio::test]
+async fn a_host_name_to_answer_needs_a_token_or_read_only() {
+    let db = Db::migrated().await;
+    let error = db
+        .jobs(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-host",
+            "ops.internal",
+        ])
+        .await
+        .one_line_error();
+    assert!(error.contains("needs an access token"), "{error}");
+}

@@ -32,6 +32,9 @@ pub(crate) struct CancelSelection {
     state: String,
     #[serde(default)]
     reason: String,
+    /// Sent by the forms of ticked jobs: the ids are the whole selection, and none is an error.
+    #[serde(default)]
+    selected: bool,
     /// `yes` once confirmed (or for one job, from its page).
     confirm: Option<String>,
 }
@@ -91,6 +94,11 @@ pub(crate) async fn cancel(
     form: CheckedForm<CancelSelection>,
 ) -> Result<Response, Problem> {
     let CheckedForm { visitor, fields } = form;
+    if fields.selected && fields.id.is_empty() {
+        return Err(Problem::BadRequest(
+            "No job is selected: tick the jobs to act on".into(),
+        ));
+    }
     let confirmed = fields.confirm.as_deref() == Some("yes");
     let note = fields.note(&visitor);
     if !fields.id.is_empty() {
@@ -155,7 +163,7 @@ fn confirm_page(
             @if selection.id.is_empty() {
                 ": ready jobs, due or scheduled, are cancelled at once and no worker runs them."
             } @else {
-                ": ready ones are cancelled at once; running ones are asked to stop; finished ones are left alone."
+                " selected: ready ones are cancelled at once; running ones are asked to stop; finished ones are left alone."
             }
         }
         @if count == 0 {

@@ -28,11 +28,25 @@ pub(crate) struct Selection {
     kind: String,
     #[serde(default)]
     queue: String,
+    /// Sent by the forms of ticked jobs: the ids are the whole selection, and none is an error
+    /// (not every dead job).
+    #[serde(default)]
+    selected: bool,
     /// `yes` once the preview was confirmed.
     confirm: Option<String>,
 }
 
 impl Selection {
+    /// Refuses a selection of ticked jobs with none ticked.
+    fn check(&self) -> Result<(), Problem> {
+        if self.selected && self.id.is_empty() {
+            return Err(Problem::BadRequest(
+                "No job is selected: tick the jobs to act on".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn filter(&self) -> DeadFilter {
         if !self.id.is_empty() {
             return DeadFilter::all().ids(self.id.iter().copied());
@@ -71,6 +85,7 @@ pub(crate) async fn replay(
     form: CheckedForm<Selection>,
 ) -> Result<Response, Problem> {
     let CheckedForm { visitor, fields } = form;
+    fields.check()?;
     let filter = fields.filter();
     if !fields.confirmed() {
         let preview = admin::preview_replay(&console.pool, &filter).await?;
@@ -105,6 +120,7 @@ pub(crate) async fn discard(
     form: CheckedForm<Selection>,
 ) -> Result<Response, Problem> {
     let CheckedForm { visitor, fields } = form;
+    fields.check()?;
     let filter = fields.filter();
     if !fields.confirmed() {
         let preview = admin::preview_discard(&console.pool, &filter).await?;

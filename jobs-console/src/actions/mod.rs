@@ -11,8 +11,8 @@ pub(crate) mod schedules;
 
 use axum::response::Redirect;
 
-use crate::security::percent_encode;
 use crate::state::Console;
+use crate::urls::percent_encode;
 
 /// A redirect to `page` telling what was done.
 pub(crate) fn done(console: &Console, page: &str, what: &str) -> Redirect {

@@ -10,8 +10,9 @@ use serde::Deserialize;
 
 use crate::html::{age, csrf_field, notice, page, Nav};
 use crate::problem::Problem;
-use crate::security::{percent_encode, Visitor};
+use crate::security::Visitor;
 use crate::state::Console;
+use crate::urls::percent_encode;
 
 /// Dead jobs shown per page.
 pub(crate) const PAGE_SIZE: usize = 50;
@@ -91,6 +92,7 @@ pub(crate) async fn show(
         } @else {
             form method="post" action=(config.href("/dead/replay")) id="selection" {
                 (csrf_field(&visitor))
+                input type="hidden" name="selected" value="true";
                 table id="dead" {
                     thead { tr {
                         @if writable { th {} }

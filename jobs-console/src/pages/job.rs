@@ -9,8 +9,9 @@ use maud::{html, Markup};
 use crate::html::{action_button, notice, page, payload, Nav};
 use crate::pages::Notice;
 use crate::problem::Problem;
-use crate::security::{percent_encode, Visitor};
+use crate::security::Visitor;
 use crate::state::Console;
+use crate::urls::percent_encode;
 
 /// `GET /jobs/{id}`.
 pub(crate) async fn show(

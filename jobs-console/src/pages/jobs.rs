@@ -13,8 +13,9 @@ use serde::Deserialize;
 use crate::html::{csrf_field, notice, page, Nav};
 use crate::pages::dead::shorten;
 use crate::problem::Problem;
-use crate::security::{percent_encode, Visitor};
+use crate::security::Visitor;
 use crate::state::Console;
+use crate::urls::percent_encode;
 
 /// Jobs shown per page.
 const PAGE_SIZE: usize = 50;
@@ -35,7 +36,7 @@ pub(crate) struct JobsQuery {
     /// Enqueued at or after (RFC 3339).
     #[serde(default)]
     since: String,
-    /// Enqueued at or before (RFC 3339).
+    /// Enqueued before (RFC 3339).
     #[serde(default)]
     until: String,
     #[serde(default)]
@@ -246,6 +247,7 @@ fn results(console: &Console, visitor: &Visitor, query: &JobsQuery, found: &JobP
         } @else {
             form method="post" action=(config.href("/jobs/cancel")) id="selection" {
                 (csrf_field(visitor))
+                input type="hidden" name="selected" value="true";
                 table id="jobs" {
                     thead { tr {
                         @if writable { th {} }

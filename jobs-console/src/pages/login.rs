@@ -8,11 +8,12 @@ use maud::html;
 use serde::Deserialize;
 
 use crate::audit;
+use crate::cookies::{cookie, expired_cookie, set_cookie, SESSION_COOKIE};
 use crate::forms::CheckedForm;
 use crate::html::{page, Nav};
 use crate::problem::Problem;
-use crate::security::{cookie, expired_cookie, session_cookie, SESSION_COOKIE};
 use crate::state::Console;
+use crate::urls::console_page;
 
 /// The most characters of a name given at sign-in.
 const MAX_NAME_LEN: usize = 100;
@@ -82,16 +83,13 @@ pub(crate) async fn sign_in(State(console): State<Console>, Form(form): Form<Sig
     audit::record(name, "sign in", "console", "signed in");
     let next = form
         .next
-        .filter(|next| {
-            next.starts_with(console.config.cookie_path())
-                && next.starts_with('/')
-                && !next.starts_with("//")
-        })
+        .as_deref()
+        .and_then(|next| console_page(next, &console.config.base_path))
         .unwrap_or_else(|| console.config.href("/"));
     (
         [(
             header::SET_COOKIE,
-            session_cookie(SESSION_COOKIE, &session, console.config.cookie_path()),
+            set_cookie(SESSION_COOKIE, &session, &console.config),
         )],
         Redirect::to(&next),
     )
@@ -115,7 +113,7 @@ pub(crate) async fn sign_out(
     Ok((
         [(
             header::SET_COOKIE,
-            expired_cookie(SESSION_COOKIE, console.config.cookie_path()),
+            expired_cookie(SESSION_COOKIE, &console.config),
         )],
         Redirect::to(&console.config.href("/login")),
     )

@@ -34,7 +34,7 @@ pub(crate) async fn show(
             p class="muted" { "No parked row." }
         } @else {
             div class="actions" {
-                (action_button(&console, &visitor, "/outbox/replay", "Replay every parked row", &[]))
+                (action_button(&console, &visitor, "/outbox/replay", "Replay every parked row…", &[]))
             }
             table id="parked" {
                 thead { tr {

@@ -15,6 +15,7 @@ use crate::html::{action_button, age, notice, page_with_head, Nav};
 use crate::problem::Problem;
 use crate::security::Visitor;
 use crate::state::Console;
+use crate::urls::percent_encode;
 
 /// Minutes each queue's throughput chart shows.
 const CHART_MINUTES: usize = 60;
@@ -91,10 +92,23 @@ fn queues_table(
     throughput: &[ThroughputPoint],
     now: DateTime<Utc>,
 ) -> Markup {
+    // Every queue with jobs, and those without any now that are paused, served by a live
+    // worker, or ended runs in the last hour.
     let mut queues = stats.queues();
-    for pause in &stats.paused {
-        if !queues.iter().any(|(queue, _)| *queue == pause.queue) {
-            queues.push((pause.queue.clone(), Counts::default()));
+    let known = stats
+        .paused
+        .iter()
+        .map(|pause| pause.queue.as_str())
+        .chain(
+            stats
+                .workers
+                .iter()
+                .flat_map(|worker| worker.queues.iter().map(|queue| queue.queue.as_str())),
+        )
+        .chain(throughput.iter().map(|point| point.queue.as_str()));
+    for queue in known {
+        if !queues.iter().any(|(listed, _)| listed == queue) {
+            queues.push((queue.to_owned(), Counts::default()));
         }
     }
     queues.sort_by(|(a, _), (b, _)| a.cmp(b));
@@ -120,7 +134,7 @@ fn queues_table(
                             td class="num" { (counts.expired_leases) }
                             td class="num" {
                                 @if counts.dead > 0 {
-                                    a class="bad" href=(console.config.href(&format!("/dead?queue={}", crate::security::percent_encode(queue)))) { (counts.dead) }
+                                    a class="bad" href=(console.config.href(&format!("/dead?queue={}", percent_encode(queue)))) { (counts.dead) }
                                 } @else { "0" }
                             }
                             td { (age(counts.oldest_ready_age)) }
@@ -190,7 +204,7 @@ fn kinds_table(console: &Console, stats: &Stats) -> Markup {
                             td class="num" { (kind.counts.running) }
                             td class="num" {
                                 @if kind.counts.dead > 0 {
-                                    a class="bad" href=(console.config.href(&format!("/dead?kind={}", crate::security::percent_encode(&kind.kind)))) { (kind.counts.dead) }
+                                    a class="bad" href=(console.config.href(&format!("/dead?kind={}", percent_encode(&kind.kind)))) { (kind.counts.dead) }
                                 } @else { "0" }
                             }
                             td { (age(kind.counts.oldest_ready_age)) }

@@ -221,3 +221,49 @@ async fn a_bulk_cancel_by_filter_previews_the_count_and_cancels_only_once_confir
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
     page.shows("needs at least one condition");
 }
+
+#[tokio::test]
+async fn acting_on_selected_jobs_with_none_ticked_is_refused_rather_than_taken_as_all() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.insert_all([JobRow::new("resize").state(RowState::Dead).count(2)])
+        .await;
+    client.get("/dead").await;
+    for path in ["/dead/replay", "/dead/discard", "/jobs/cancel"] {
+        let page = client
+            .post(path, &[("selected", "true"), ("confirm", "yes")])
+            .await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST, "{path}");
+        page.shows("No job is selected");
+    }
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'dead'")
+            .await,
+        2
+    );
+}
+
+#[tokio::test]
+async fn replaying_every_parked_row_is_previewed_first() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    db.execute(
+        "INSERT INTO jobs_outbox (topic, payload, state, attempts, parked_at, last_error)
+         SELECT 'orders', '{}', 'parked', 5, now(), 'refused' FROM generate_series(1, 3)",
+    )
+    .await;
+    client.get("/outbox").await.shows("Replay every parked row");
+    let page = client.post("/outbox/replay", &[]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    page.shows("Replay 3 parked row(s)");
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_outbox WHERE state = 'parked'")
+            .await,
+        3
+    );
+    let page = client.post("/outbox/replay", &[("confirm", "yes")]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_outbox WHERE state = 'pending'")
+            .await,
+        3
+    );
+}

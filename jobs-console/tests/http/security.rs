@@ -125,7 +125,13 @@ async fn with_a_token_visitors_sign_in_once_and_their_name_is_recorded() {
 async fn a_sign_in_never_sends_the_visitor_to_another_site() {
     let token = AccessToken::new(TOKEN).unwrap();
     let (_db, mut client) = console(ConsoleConfig::new().access_token(token)).await;
-    for next in ["https://attacker.example/", "//attacker.example/", "dead"] {
+    for next in [
+        "https://attacker.example/",
+        "//attacker.example/",
+        "/\\attacker.example",
+        "/\t/attacker.example",
+        "dead",
+    ] {
         let page = client
             .post_exactly(
                 "/login",
@@ -164,5 +170,75 @@ async fn every_page_forbids_framing_and_scripts() {
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
+    );
+}
+
+#[tokio::test]
+async fn a_host_name_allowed_without_a_token_may_look_but_not_act() {
+    let (db, mut client) = console(ConsoleConfig::new().allow_host("ops.internal")).await;
+    client.host = "ops.internal".to_owned();
+    assert_eq!(client.get("/").await.status, StatusCode::OK);
+    let page = client.post("/queues/pause", &[("queue", "emails")]).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    page.shows("may only look");
+    assert!(admin::paused_queues(&db.pool).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_read_only_console_still_lets_visitors_sign_out() {
+    let token = AccessToken::new(TOKEN).unwrap();
+    let (_db, mut client) = console(ConsoleConfig::new().access_token(token).read_only(true)).await;
+    client
+        .post_exactly("/login", &[("token", TOKEN), ("name", "ana")])
+        .await;
+    client.get("/").await.shows("Sign out");
+    let page = client.post("/logout", &[]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert_eq!(client.get("/").await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn a_nested_console_sends_visitors_back_inside_it_after_sign_in() {
+    let token = AccessToken::new(TOKEN).unwrap();
+    let (db, _) = console(ConsoleConfig::new()).await;
+    let app = axum::Router::new().nest(
+        "/ops/jobs",
+        jobs_console::router(
+            db.pool.clone(),
+            ConsoleConfig::new()
+                .base_path("/ops/jobs")
+                .access_token(token),
+        ),
+    );
+    let mut client = crate::client::Client::new(app);
+    let page = client.get("/ops/jobs/dead?kind=x").await;
+    assert_eq!(
+        page.location.as_deref(),
+        Some("/ops/jobs/login?next=/ops/jobs/dead%3Fkind%3Dx")
+    );
+    let page = client
+        .post_exactly(
+            "/ops/jobs/login",
+            &[
+                ("token", TOKEN),
+                ("name", "ana"),
+                ("next", "/ops/jobs/dead?kind=x"),
+            ],
+        )
+        .await;
+    assert_eq!(page.location.as_deref(), Some("/ops/jobs/dead?kind=x"));
+    let page = client
+        .post_exactly("/ops/jobs/login", &[("token", TOKEN), ("name", "ana")])
+        .await;
+    assert_eq!(page.location.as_deref(), Some("/ops/jobs"));
+    let overview = client.get("/ops/jobs").await;
+    assert_eq!(overview.status, StatusCode::OK, "{}", overview.body);
+    overview.shows(r#"<a class="brand" href="/ops/jobs">"#);
+    let page = client
+        .post("/ops/jobs/queues/pause", &[("queue", "emails")])
+        .await;
+    assert_eq!(
+        page.location.as_deref(),
+        Some("/ops/jobs?done=Paused%20queue%20emails")
     );
 }

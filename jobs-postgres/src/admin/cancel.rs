@@ -282,8 +282,9 @@ pub async fn cancel_by_dedupe_key(
     Ok(report)
 }
 
-/// Cancels every ready job `filter` selects, [`CANCEL_BATCH_SIZE`] per statement until none is
-/// left; running jobs are never selected by filter. Jobs that become ready meanwhile (enqueued,
+/// Cancels every ready job `filter` selects, [`CANCEL_BATCH_SIZE`] per statement until a
+/// statement finds none left (a batch can come back short when workers claim some of its rows
+/// meanwhile, so a short batch is not the end); running jobs are never selected by filter. Jobs that become ready meanwhile (enqueued,
 /// retried) may be cancelled too: [`preview_cancel`] counts the selection as it is now.
 ///
 /// Refused before the database with [`AdminError::EmptyFilter`] for a filter without a
@@ -296,17 +297,18 @@ pub async fn cancel_matching(
     let mut report = CancelReport::default();
     loop {
         let batch = cancel_matching_batch(pool, filter, note, CANCEL_BATCH_SIZE).await?;
-        let full = batch.cancelled.len() >= CANCEL_BATCH_SIZE;
+        let none_left = batch.cancelled.is_empty();
         report.merge(batch);
-        if !full {
+        if none_left {
             return Ok(report);
         }
     }
 }
 
 /// Cancels up to `limit` ready jobs `filter` selects, in one statement, for callers that show
-/// progress: call it again until it cancels fewer than `limit` (the jobs cancelled leave the
-/// selection, so each call takes the next ones). See [`cancel_matching`].
+/// progress: call it again until it cancels none (the jobs cancelled leave the selection, so
+/// each call takes the next ones; a call can cancel fewer than `limit` while more are left, when
+/// workers claim some of the rows it would have taken). See [`cancel_matching`].
 pub async fn cancel_matching_batch(
     pool: &PgPool,
     filter: &CancelFilter,

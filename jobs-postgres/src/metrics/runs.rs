@@ -168,7 +168,8 @@ impl WorkerMetrics {
 
 impl WorkerMetrics {
     /// This process's rescue brought back a job of `kind` in `queue` as `state` (`ready`: a
-    /// retry, `dead`), recorded in the metrics and the throughput.
+    /// retry, `dead`, or `cancelled` when an operator had asked to cancel it), recorded in the
+    /// metrics and the throughput.
     pub(crate) fn job_rescued(&self, kind: &str, queue: &str, state: &str) {
         rescued(kind, queue, state);
         let Some(ended) = Ended::of_rescue(state).filter(|_| self.count_throughput) else {

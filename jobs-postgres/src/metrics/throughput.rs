@@ -31,11 +31,13 @@ impl Ended {
         }
     }
 
-    /// What a job rescued into `state` (`ready` or `dead`) counts as.
+    /// What a job rescued into `state` (`ready`, `dead`, or `cancelled` when an operator had
+    /// asked to cancel it) counts as.
     pub(crate) fn of_rescue(state: &str) -> Option<Self> {
         match state {
             "ready" => Some(Ended::Retried),
             "dead" => Some(Ended::Dead),
+            "cancelled" => Some(Ended::Cancelled),
             _ => None,
         }
     }
