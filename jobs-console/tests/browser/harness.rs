@@ -24,6 +24,9 @@ impl Browser {
     ///
     /// Panics, saying what to install, when ChromeDriver or Chromium is missing.
     pub async fn start() -> Self {
+        // The workspace builds rustls with two crypto providers (ring for NATS, aws-lc-rs for
+        // the WebDriver client), so it cannot pick one by itself: ring, for the whole process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let driver_binary = find(
             "CHROMEDRIVER",
             &["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"],
