@@ -33,8 +33,18 @@ async fn a_short_token_is_refused() {
     assert!(error.contains("needs at least 16"), "{error}");
 }
 
+/// The `host:port` in the first line `jobs serve` prints.
+fn address_in(first: &str) -> String {
+    first
+        .trim_start_matches("jobs console on http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 /// Starts `jobs serve ARGS` with `token` in the environment; returns the process and the
-/// address it printed.
+/// first line it printed (where it listens).
 async fn serve(db: &Db, args: &[&str], token: Option<&str>) -> (tokio::process::Child, String) {
     let mut command = tokio::process::Command::new(JOBS);
     command
@@ -94,12 +104,7 @@ async fn a_console_with_a_token_asks_visitors_to_sign_in_and_stops_on_sigterm() 
     let db = Db::migrated().await;
     let (child, first) = serve(&db, &["--listen", "127.0.0.1:0"], Some(TOKEN)).await;
     assert!(first.ends_with(" (access token required)"), "{first}");
-    let address = first
-        .trim_start_matches("jobs console on http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let address = address_in(&first);
     assert_eq!(
         status_of(&address, "console.internal").await,
         "HTTP/1.1 303 See Other"
@@ -111,12 +116,7 @@ async fn a_console_with_a_token_asks_visitors_to_sign_in_and_stops_on_sigterm() 
 async fn a_console_without_a_token_answers_loopback_names_only() {
     let db = Db::migrated().await;
     let (child, first) = serve(&db, &["--listen", "127.0.0.1:0"], None).await;
-    let address = first
-        .trim_start_matches("jobs console on http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let address = address_in(&first);
     assert_eq!(status_of(&address, "localhost").await, "HTTP/1.1 200 OK");
     assert_eq!(
         status_of(&address, "rebound.example").await,
@@ -137,12 +137,7 @@ async fn a_read_only_console_may_listen_on_every_address() {
 async fn every_action_is_logged_on_stderr_as_an_audit_line() {
     let db = Db::migrated().await;
     let (mut child, first) = serve(&db, &["--listen", "127.0.0.1:0"], None).await;
-    let address = first
-        .trim_start_matches("jobs console on http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let address = address_in(&first);
     let page = exchange(
         &address,
         "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",

@@ -12,6 +12,7 @@ use super::{done, jobs};
 use crate::audit;
 use crate::forms::CheckedForm;
 use crate::html::{csrf_field, page, Nav};
+use crate::pages::dead::dead_filter;
 use crate::problem::Problem;
 use crate::security::Visitor;
 use crate::state::Console;
@@ -51,14 +52,7 @@ impl Selection {
         if !self.id.is_empty() {
             return DeadFilter::all().ids(self.id.iter().copied());
         }
-        let mut filter = DeadFilter::all();
-        if !self.kind.trim().is_empty() {
-            filter = filter.kind(self.kind.trim());
-        }
-        if !self.queue.trim().is_empty() {
-            filter = filter.queue(self.queue.trim());
-        }
-        filter
+        dead_filter(&self.kind, &self.queue)
     }
 
     fn describe(&self) -> String {

@@ -35,15 +35,21 @@ pub(crate) struct DeadQuery {
 impl DeadQuery {
     /// The admin filter this query selects (empty fields select everything).
     pub(crate) fn filter(&self) -> DeadFilter {
-        let mut filter = DeadFilter::all();
-        if !self.kind.trim().is_empty() {
-            filter = filter.kind(self.kind.trim());
-        }
-        if !self.queue.trim().is_empty() {
-            filter = filter.queue(self.queue.trim());
-        }
-        filter
+        dead_filter(&self.kind, &self.queue)
     }
+}
+
+/// The dead jobs of `kind` in `queue`, an empty (or blank) one selecting any: the filter the
+/// dead-letter page and its actions share.
+pub(crate) fn dead_filter(kind: &str, queue: &str) -> DeadFilter {
+    let mut filter = DeadFilter::all();
+    if !kind.trim().is_empty() {
+        filter = filter.kind(kind.trim());
+    }
+    if !queue.trim().is_empty() {
+        filter = filter.queue(queue.trim());
+    }
+    filter
 }
 
 /// `GET /dead`.
