@@ -61,10 +61,11 @@ pub use jobs_postgres::worker::{
     check_connection, shutdown_signal, Completion, ConfigError, Signal, Stopped,
 };
 pub use jobs_postgres::{
-    enqueue_job, enqueue_jobs, is_processed, mark_processed, migrate, schema_status,
-    EnqueueBuilder, EnqueueError, Enqueued, JobContextExt, JobTransaction, MigrateError,
-    MigrationReport, PgConnection, PgPool, ProcessedKey, ProcessedKeyError, SchemaStatus,
-    TransactionError, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerHandle,
+    enqueue_job, enqueue_jobs, is_processed, mark_processed, migrate, schema_status, Batch,
+    BatchError, BatchId, BatchOutcome, EnqueueBuilder, EnqueueError, Enqueued, EnqueuedBatch,
+    JobContextExt, JobTransaction, MigrateError, MigrationReport, PgConnection, PgPool,
+    ProcessedKey, ProcessedKeyError, SchemaStatus, TransactionError, Worker, WorkerBuilder,
+    WorkerConfig, WorkerError, WorkerHandle,
 };
 
 /// Operating the queue: health numbers and alert thresholds, dead letters (list, show, replay,

@@ -9,6 +9,7 @@
 
 pub mod context;
 pub mod dedupe;
+pub mod dependency;
 pub mod duration;
 pub mod error;
 pub mod future;
@@ -25,6 +26,7 @@ pub mod state;
 
 pub use context::{JobContext, JobId, LeaseControl, LeaseError};
 pub use dedupe::DedupeScope;
+pub use dependency::{Dependency, IntoDependency, OnFailure};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use error::{
     error_chain, BoxError, ClassifyError, Disposition, ErrorClass, ErrorClassifier, JobError,

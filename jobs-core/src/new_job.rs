@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::dedupe::{render_key, DedupeScope, KeyError, TemplateError};
+use crate::dependency::{merge_dependencies, Dependency, IntoDependency};
 use crate::kind::JobKind;
 use crate::name::{check_queue_name, NameError};
 use crate::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
@@ -148,6 +149,8 @@ pub struct NewJob {
     pub dedupe_key: Option<String>,
     /// How long the dedupe key holds.
     pub dedupe_scope: DedupeScope,
+    /// The jobs it runs after: it waits until every one has ended (see [`Dependency`]).
+    pub after: Vec<Dependency>,
 }
 
 impl NewJob {
@@ -192,6 +195,7 @@ impl NewJob {
             run_at: RunAt::Now,
             dedupe_key,
             dedupe_scope: options.dedupe_scope,
+            after: Vec::new(),
         })
     }
 
@@ -221,6 +225,20 @@ impl NewJob {
             return Err(EncodeError::RunAtOutOfRange { kind });
         }
         Ok(())
+    }
+
+    /// Runs after every job of `prerequisites` has ended: it waits (state `waiting`) until then,
+    /// and is cancelled at once if one ends dead or cancelled, unless that dependency says
+    /// [`run_on_failure`](Dependency::run_on_failure). Adds to the prerequisites named before;
+    /// a job named twice counts once.
+    pub fn after<D: IntoDependency>(mut self, prerequisites: impl IntoIterator<Item = D>) -> Self {
+        self.after.extend(
+            prerequisites
+                .into_iter()
+                .map(IntoDependency::into_dependency),
+        );
+        merge_dependencies(&mut self.after);
+        self
     }
 
     /// Runs no sooner than `delay` after enqueue.
@@ -300,6 +318,7 @@ mod tests {
             run_at: RunAt::Now,
             dedupe_key: None,
             dedupe_scope: DedupeScope::default(),
+            after: Vec::new(),
         }
     }
 

@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use jobs_core::{EncodeError, JobId, JobKind, NewJob};
+use jobs_core::{Dependency, EncodeError, IntoDependency, JobId, JobKind, NewJob};
 use sqlx::{PgConnection, PgPool};
 
+use crate::store::dependencies::{self, DependentInsert};
 use crate::store::enqueue as store;
 
 /// What enqueueing one job did.
@@ -32,6 +33,14 @@ impl Enqueued {
     /// Whether a new job was written.
     pub fn is_new(self) -> bool {
         matches!(self, Enqueued::New(_))
+    }
+}
+
+impl IntoDependency for Enqueued {
+    /// A dependency on the enqueued job (new, or the one already holding the dedupe key),
+    /// cancelling the dependent if it fails.
+    fn into_dependency(self) -> Dependency {
+        Dependency::on_job(self.id())
     }
 }
 
@@ -63,6 +72,16 @@ pub enum EnqueueError {
         kind: &'static str,
         /// The dedupe key.
         key: String,
+    },
+    /// Some of the jobs it was to run after do not exist: never enqueued, enqueued in a
+    /// transaction not committed yet, or already removed by retention. Nothing was written, and
+    /// the caller's transaction is usable.
+    #[error("job kind `{kind}` cannot run after jobs {missing:?}: no such jobs (never enqueued, not committed yet, or already removed by retention)")]
+    UnknownPrerequisites {
+        /// The job kind.
+        kind: &'static str,
+        /// The ids not found.
+        missing: Vec<JobId>,
     },
 }
 
@@ -115,6 +134,16 @@ impl EnqueueBuilder {
         self.map(|job| job.queue(queue))
     }
 
+    /// Runs after every job of `prerequisites` has ended (what earlier enqueues returned, or
+    /// [`Dependency`] values): until then it is `waiting`, which no worker claims. It becomes
+    /// ready in the transaction that ends its last prerequisite, or is cancelled, naming the
+    /// prerequisite, when one ends dead or cancelled (unless that dependency says
+    /// [`run_on_failure`](Dependency::run_on_failure)). Enqueueing it locks each prerequisite
+    /// that has not ended until the caller's transaction ends: keep that transaction short.
+    pub fn after<D: IntoDependency>(self, prerequisites: impl IntoIterator<Item = D>) -> Self {
+        self.map(|job| job.after(prerequisites))
+    }
+
     /// The job as it will be written.
     pub fn into_new_job(self) -> Result<NewJob, EncodeError> {
         self.job
@@ -138,9 +167,17 @@ impl EnqueueBuilder {
 /// [`EnqueueError::Encode`] before anything is sent.
 pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, EnqueueError> {
     job.check()?;
+    if !job.after.is_empty() {
+        return enqueue_dependent(conn, job).await;
+    }
     if let Some(id) = store::insert_job(conn, job).await? {
         return Ok(Enqueued::New(id));
     }
+    duplicate_of(conn, job).await
+}
+
+/// The job holding the dedupe key of `job`, which an insert just found held.
+async fn duplicate_of(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, EnqueueError> {
     let key = job.dedupe_key.clone().unwrap_or_default();
     let holders = store::find_dedupe_holders(conn, &[(job.kind, key.clone())]).await?;
     match holders.get(&(job.kind.to_string(), key.clone())) {
@@ -149,6 +186,25 @@ pub async fn enqueue_job(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueu
             kind: job.kind,
             key,
         }),
+    }
+}
+
+/// Writes `job`, which has prerequisites: waiting, ready or cancelled by the state of its
+/// prerequisites (see [`EnqueueBuilder::after`]).
+async fn enqueue_dependent(
+    conn: &mut PgConnection,
+    job: &NewJob,
+) -> Result<Enqueued, EnqueueError> {
+    match dependencies::insert_dependent_job(conn, job).await? {
+        DependentInsert::Inserted(id, _) => Ok(Enqueued::New(id)),
+        DependentInsert::DedupeHeld => duplicate_of(conn, job).await,
+        DependentInsert::Missing => {
+            let wanted: Vec<JobId> = job.after.iter().map(|dependency| dependency.job).collect();
+            Err(EnqueueError::UnknownPrerequisites {
+                kind: job.kind,
+                missing: dependencies::missing_jobs(conn, &wanted).await?,
+            })
+        }
     }
 }
 
@@ -163,29 +219,75 @@ pub async fn enqueue_jobs(
     for job in jobs {
         job.check()?;
     }
+    if jobs.iter().any(|job| !job.after.is_empty()) {
+        return enqueue_with_dependents(conn, jobs).await;
+    }
+    insert_checked(conn, jobs, None).await
+}
+
+/// Writes `jobs`, checked and without prerequisites, in one statement, as members of `batch`
+/// when given; one result per job in input order (see [`enqueue_jobs`]).
+pub(crate) async fn insert_checked(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+    batch: Option<i64>,
+) -> Result<Vec<Enqueued>, EnqueueError> {
     match jobs {
         [] => Ok(Vec::new()),
         [first, rest @ ..]
             if first.dedupe_key.is_none()
                 && rest.iter().all(|job| store::same_shape(first, job)) =>
         {
-            let mut ids = store::insert_uniform_jobs(conn, first, jobs).await?;
+            let mut ids = store::insert_uniform_jobs(conn, first, jobs, batch).await?;
             if ids.len() != jobs.len() {
                 return Err(fewer_rows_than_jobs());
             }
             ids.sort_unstable();
             Ok(ids.into_iter().map(Enqueued::New).collect())
         }
-        _ => insert_jobs(conn, jobs).await,
+        _ => insert_jobs(conn, jobs, batch).await,
     }
 }
 
-/// Writes jobs of any shape, with or without dedupe keys, one array per column.
-async fn insert_jobs(
+/// Writes `jobs`, some with prerequisites, one statement per job, after locking every
+/// prerequisite against removal: a missing one refuses the whole call before anything is
+/// written.
+async fn enqueue_with_dependents(
     conn: &mut PgConnection,
     jobs: &[NewJob],
 ) -> Result<Vec<Enqueued>, EnqueueError> {
-    let mut inserted = store::insert_jobs(conn, jobs).await?;
+    let mut wanted: Vec<JobId> = jobs
+        .iter()
+        .flat_map(|job| job.after.iter().map(|dependency| dependency.job))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let missing = dependencies::lock_prerequisites(conn, &wanted).await?;
+    if let Some(job) = jobs.iter().find(|job| {
+        job.after
+            .iter()
+            .any(|dependency| missing.contains(&dependency.job))
+    }) {
+        return Err(EnqueueError::UnknownPrerequisites {
+            kind: job.kind,
+            missing,
+        });
+    }
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        results.push(enqueue_job(conn, job).await?);
+    }
+    Ok(results)
+}
+
+/// Writes jobs of any shape, with or without dedupe keys, one array per column, as members of
+/// `batch` when given.
+async fn insert_jobs(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+    batch: Option<i64>,
+) -> Result<Vec<Enqueued>, EnqueueError> {
+    let mut inserted = store::insert_jobs(conn, jobs, batch).await?;
     inserted.sort_unstable_by_key(|(id, _, _)| *id);
 
     // Rows without a key were all inserted, with ids growing in input order; rows with a key

@@ -11,6 +11,7 @@
 
 pub mod admin;
 mod backoff;
+pub mod batch;
 mod config_error;
 pub mod enqueue;
 pub mod metrics;
@@ -24,6 +25,7 @@ pub mod testing;
 pub mod transaction;
 pub mod worker;
 
+pub use batch::{Batch, BatchError, BatchId, BatchOutcome, EnqueuedBatch};
 pub use config_error::ConfigError;
 pub use enqueue::{
     enqueue_job, enqueue_jobs, enqueue_many, enqueue_many_in, EnqueueBuilder, EnqueueError,

@@ -232,6 +232,21 @@ impl RunLink {
     }
 
     /// What the run's transactions did.
+    /// The running job's id.
+    pub(crate) fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// The lease token of this run.
+    pub(crate) fn token(&self) -> Uuid {
+        self.token
+    }
+
+    /// The worker's pool.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     pub(crate) fn transaction_use(&self) -> TransactionUse {
         *self
             .transaction_use

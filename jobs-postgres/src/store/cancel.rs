@@ -1,6 +1,8 @@
-//! Cancelling jobs: ready ones at once, running ones by a request their run observes.
+//! Cancelling jobs: waiting and ready ones at once, running ones by a request their run
+//! observes.
 //!
-//! A ready job (due, or waiting for a later `run_at`) becomes `cancelled` and finished, so that
+//! A waiting job (for its prerequisites) or a ready one (due, or scheduled for a later `run_at`)
+//! becomes `cancelled` and finished, so that
 //! retention prunes it like a done job; no worker runs it afterwards, since claims take only
 //! ready rows. Each statement locks the rows it changes and claims skip locked rows: a job is
 //! either claimed first (then it is running, and gets a request) or cancelled first (then no
@@ -20,7 +22,7 @@ use sqlx::{FromRow, PgPool};
 pub const CANCEL_CHANNEL: &str = "jobs_cancel";
 
 /// The cancellation of the jobs that the query `$asked` selects (id, kind, queue, state), with
-/// `$1` who asks and `$2` why (may be NULL): each ready one is cancelled, each running one gets
+/// `$1` who asks and `$2` why (may be NULL): each waiting or ready one is cancelled, each running one gets
 /// a request (the first request is kept), announced on [`CANCEL_CHANNEL`] with its id; the
 /// others are left alone. Returns every job selected, by id, with its state afterwards and
 /// whether this statement changed it.
@@ -33,14 +35,16 @@ WITH asked AS (",
             "
 ), changed AS (
     UPDATE jobs_queue AS j
-    SET state = CASE WHEN j.state = 'ready' THEN 'cancelled' ELSE j.state END,
-        finished_at = CASE WHEN j.state = 'ready' THEN now() ELSE j.finished_at END,
+    SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.state = 'running' THEN j.finished_at ELSE now() END,
         cancel_requested_by = CASE WHEN j.cancel_requested_at IS NULL THEN $1
                                    ELSE j.cancel_requested_by END,
         cancel_reason = CASE WHEN j.cancel_requested_at IS NULL THEN $2 ELSE j.cancel_reason END,
         cancel_requested_at = coalesce(j.cancel_requested_at, now())
     FROM asked
-    WHERE j.id = asked.id AND j.state IN ('ready', 'running')
+    WHERE j.id = asked.id AND j.state IN ",
+            pending_states!(),
+            "
     RETURNING j.id, j.state
 ), announced AS (
     SELECT pg_notify('jobs_cancel', id::text) FROM changed WHERE state = 'running'
@@ -54,7 +58,7 @@ ORDER BY asked.id"
     };
 }
 
-/// Cancels the ready jobs of ids `$3` and asks the running ones to stop, recording who (`$1`)
+/// Cancels the waiting and ready jobs of ids `$3` and asks the running ones to stop, recording who (`$1`)
 /// and why (`$2`, may be NULL); see `cancel_selected!`. Returns every job of `$3` found, by
 /// id, with its state afterwards and whether this statement changed it (ids not found are not
 /// returned).
@@ -63,14 +67,16 @@ pub const CANCEL_JOBS: &str = cancel_selected!(
     SELECT id, kind, queue, state FROM jobs_queue WHERE id = ANY($3::int8[])"
 );
 
-/// Cancels the ready job of kind `$3` holding dedupe key `$4`, or asks the running one to stop,
+/// Cancels the waiting or ready job of kind `$3` holding dedupe key `$4`, or asks the running one to stop,
 /// as [`CANCEL_JOBS`] does by id. The key is looked up through both dedupe indexes: the `active`
-/// one (ready and running jobs) and the `retained` one (a job of any state, which then is
+/// one (pending jobs) and the `retained` one (a job of any state, which then is
 /// returned, unchanged when finished).
 pub const CANCEL_BY_DEDUPE_KEY: &str = cancel_selected!(
     "
     SELECT id, kind, queue, state FROM jobs_queue
-    WHERE kind = $3 AND dedupe_scope = 'active' AND state IN ('ready', 'running') AND ",
+    WHERE kind = $3 AND dedupe_scope = 'active' AND state IN ",
+    pending_states!(),
+    " AND ",
     same_dedupe_key!("dedupe_key", "$4"),
     "
     UNION ALL

@@ -91,7 +91,9 @@ macro_rules! active_key_holder {
                 WHERE holder.kind = c.kind AND ",
             same_dedupe_key!("holder.dedupe_key", "c.dedupe_key"),
             "
-                  AND holder.dedupe_scope = 'active' AND holder.state IN ('ready', 'running')
+                  AND holder.dedupe_scope = 'active' AND holder.state IN ",
+            pending_states!(),
+            "
                 LIMIT 1)"
         )
     };

@@ -52,10 +52,11 @@ macro_rules! insert_jobs {
     ($on_conflict:literal) => {
         concat!(
             "
-INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope)
+INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope,
+                        batch_id)
 SELECT kind, queue, payload, priority, max_attempts,
        COALESCE(to_timestamp(run_at_epoch), now() + make_interval(secs => delay_secs)),
-       dedupe_key, dedupe_scope
+       dedupe_key, dedupe_scope, $10::bigint
 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::smallint[], $5::integer[],
             $6::float8[], $7::float8[], $8::text[], $9::text[])
      WITH ORDINALITY AS input(kind, queue, payload, priority, max_attempts, run_at_epoch,
@@ -79,8 +80,8 @@ RETURNING id, kind, dedupe_key"
 /// Inserts many jobs without dedupe keys in one statement, rows in input order.
 ///
 /// Arrays: `$1` kinds, `$2` queues, `$3` payloads, `$4` priorities, `$5` max attempts, `$6`
-/// run-at epoch seconds (NULL for none), `$7` delays in seconds, `$8` dedupe keys, `$9` scopes.
-/// Returns the id, kind and dedupe key of each inserted row; ids grow in input order. Announces
+/// run-at epoch seconds (NULL for none), `$7` delays in seconds, `$8` dedupe keys, `$9` scopes;
+/// and `$10` the batch every row joins (NULL for none). Returns the id, kind and dedupe key of each inserted row; ids grow in input order. Announces
 /// each queue that got ready work once.
 pub const INSERT_JOBS: &str = insert_jobs!("");
 
@@ -92,13 +93,14 @@ pub const INSERT_DEDUPED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
 /// bulk enqueue of one kind, which sends each shared value once instead of once per row.
 ///
 /// `$1` kind, `$2` queue, `$3` priority, `$4` max attempts, `$5` run-at as epoch seconds (or
-/// NULL), `$6` delay in seconds, `$7` the payloads. Returns the id of each row; ids grow in input
+/// NULL), `$6` delay in seconds, `$7` the payloads, `$8` the batch every row joins (NULL for
+/// none). Returns the id of each row; ids grow in input
 /// order. Announces the queue once when the jobs are ready at once (see [`INSERT_JOBS`] for the
 /// form).
 pub const INSERT_UNIFORM_JOBS: &str = "
-INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at)
+INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, batch_id)
 SELECT $1, $2, input.payload, $3, $4,
-       (SELECT COALESCE(to_timestamp($5), now() + make_interval(secs => $6)))
+       (SELECT COALESCE(to_timestamp($5), now() + make_interval(secs => $6))), $8::bigint
 FROM unnest($7::jsonb[]) WITH ORDINALITY AS input(payload, position)
 WHERE (SELECT count(*) FROM (
            SELECT pg_notify('jobs_queue', $2)
@@ -130,12 +132,14 @@ CROSS JOIN LATERAL (
       AND ",
     same_dedupe_key!("j.dedupe_key", "wanted.dedupe_key"),
     "
-      AND j.dedupe_scope = 'active' AND j.state IN ('ready', 'running')
+      AND j.dedupe_scope = 'active' AND j.state IN ",
+    pending_states!(),
+    "
 ) AS holder"
 );
 
 /// When the job becomes ready, as the `(epoch seconds, delay seconds)` pair the SQL takes.
-fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
+pub(crate) fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
     match run_at {
         RunAt::Now => (None, 0.0),
         RunAt::After(delay) => (None, delay.as_secs_f64()),
@@ -151,7 +155,7 @@ fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
 
 /// The job's `max_attempts` as the column's integer. Every path calls [`NewJob::check`] first,
 /// which refuses a count the column cannot hold: nothing is ever stored lowered.
-fn max_attempts_param(job: &NewJob) -> i32 {
+pub(crate) fn max_attempts_param(job: &NewJob) -> i32 {
     i32::try_from(job.max_attempts).expect("NewJob::check refuses max_attempts beyond i32")
 }
 
@@ -191,12 +195,14 @@ pub(crate) fn same_shape(first: &NewJob, job: &NewJob) -> bool {
         && job.dedupe_key.is_none()
 }
 
-/// Writes jobs shaped like `shape` (see [`same_shape`]), sending the shared values once.
+/// Writes jobs shaped like `shape` (see [`same_shape`]), sending the shared values once, as
+/// members of `batch` when given.
 /// Returns the new ids, in no particular order.
 pub(crate) async fn insert_uniform_jobs(
     conn: &mut PgConnection,
     shape: &NewJob,
     jobs: &[NewJob],
+    batch: Option<i64>,
 ) -> Result<Vec<JobId>, sqlx::Error> {
     let (run_at_epoch, delay_secs) = run_at_params(shape.run_at);
     let payloads: Vec<Json<&serde_json::Value>> =
@@ -209,16 +215,19 @@ pub(crate) async fn insert_uniform_jobs(
         .bind(run_at_epoch)
         .bind(delay_secs)
         .bind(&payloads)
+        .bind(batch)
         .fetch_all(&mut *conn)
         .await
 }
 
-/// Writes jobs of any shape, with or without dedupe keys, one array per column. Returns the
+/// Writes jobs of any shape, with or without dedupe keys, one array per column, as members of
+/// `batch` when given. Returns the
 /// rows written, `(id, kind, dedupe key)`, in no particular order: a job whose key was held
 /// has none.
 pub(crate) async fn insert_jobs(
     conn: &mut PgConnection,
     jobs: &[NewJob],
+    batch: Option<i64>,
 ) -> Result<Vec<(JobId, String, Option<String>)>, sqlx::Error> {
     let mut kinds = Vec::with_capacity(jobs.len());
     let mut queues = Vec::with_capacity(jobs.len());
@@ -256,6 +265,7 @@ pub(crate) async fn insert_jobs(
         .bind(&delays)
         .bind(&dedupe_keys)
         .bind(&dedupe_scopes)
+        .bind(batch)
         .fetch_all(&mut *conn)
         .await
 }

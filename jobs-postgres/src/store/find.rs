@@ -149,7 +149,7 @@ pub const FIND_BY_ID: &str = page_of!(concat!(
 /// Candidates holding dedupe key `$5` of kind `$2` in one of the dedupe indexes (the condition
 /// `$partial` is its predicate).
 macro_rules! dedupe_branch {
-    ($partial:literal) => {
+    ($($partial:tt)+) => {
         concat!(
             "
         (SELECT ",
@@ -159,7 +159,7 @@ macro_rules! dedupe_branch {
          WHERE kind = $2 AND ",
             same_dedupe_key!("dedupe_key", "$5"),
             " AND ",
-            $partial,
+            $($partial)+,
             " AND id < $11)"
         )
     };
@@ -167,15 +167,18 @@ macro_rules! dedupe_branch {
 
 /// A page of the jobs of kind `$2` holding dedupe key `$5`, found by the key's digest in the
 /// three indexes that together hold every keyed job: `retained` keys in any state, `active`
-/// keys of ready and running jobs, and `active` keys of finished jobs.
+/// keys of pending jobs, and `active` keys of finished jobs.
 pub const FIND_BY_DEDUPE_KEY: &str = page_of!(concat!(
     dedupe_branch!("dedupe_scope = 'retained'"),
     "
         UNION ALL",
-    dedupe_branch!("dedupe_scope = 'active' AND state IN ('ready', 'running')"),
+    dedupe_branch!("dedupe_scope = 'active' AND state IN ", pending_states!()),
     "
         UNION ALL",
-    dedupe_branch!("dedupe_scope = 'active' AND state NOT IN ('ready', 'running')"),
+    dedupe_branch!(
+        "dedupe_scope = 'active' AND state NOT IN ",
+        pending_states!()
+    ),
     "
         ORDER BY id DESC
         LIMIT $12"

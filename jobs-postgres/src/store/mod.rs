@@ -37,11 +37,22 @@ macro_rules! same_dedupe_key {
     };
 }
 
+/// The states of a pending job, one that has not ended: `waiting` (for prerequisites), `ready`
+/// (due or scheduled) and `running`. An `active` dedupe key holds in these states (the unique
+/// index `jobs_queue_dedupe_active` has this predicate), and an operator's cancel takes them.
+macro_rules! pending_states {
+    () => {
+        "('waiting', 'ready', 'running')"
+    };
+}
+
+pub(crate) mod batches;
 pub(crate) mod cancel;
 pub(crate) mod claims;
 #[cfg(feature = "testing")]
 pub(crate) mod databases;
 pub(crate) mod dead;
+pub(crate) mod dependencies;
 pub(crate) mod enqueue;
 pub(crate) mod find;
 pub(crate) mod migrations;
