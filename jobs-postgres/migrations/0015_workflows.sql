@@ -8,7 +8,8 @@
 -- path that re-opens one (a dead-letter replay) goes through it, so no sweeper is needed.
 --
 -- Plain jobs pay nothing but the trigger's WHEN test on their state changes: the trigger runs
--- only for rows with dependents or in a batch.
+-- only for rows with dependents or in a batch, and only when they end or are re-opened (not
+-- when they are claimed or retried).
 
 ALTER TABLE jobs_queue DROP CONSTRAINT jobs_queue_state_check;
 ALTER TABLE jobs_queue ADD CONSTRAINT jobs_queue_state_check
@@ -169,9 +170,6 @@ CREATE FUNCTION jobs_workflow_step() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     ended boolean := NEW.state IN ('done', 'dead', 'cancelled');
 BEGIN
-    IF ended = (OLD.state IN ('done', 'dead', 'cancelled')) THEN
-        RETURN NULL;
-    END IF;
     IF NEW.has_dependents THEN
         IF ended THEN
             PERFORM jobs_release_dependents(NEW.id, NEW.state);
@@ -196,7 +194,8 @@ END $$;
 CREATE TRIGGER jobs_workflow_step
     AFTER UPDATE OF state ON jobs_queue
     FOR EACH ROW
-    WHEN ((NEW.has_dependents OR NEW.batch_id IS NOT NULL) AND NEW.state IS DISTINCT FROM OLD.state)
+    WHEN ((NEW.has_dependents OR NEW.batch_id IS NOT NULL)
+          AND (NEW.state IN ('done', 'dead', 'cancelled')) <> (OLD.state IN ('done', 'dead', 'cancelled')))
     EXECUTE FUNCTION jobs_workflow_step();
 
 -- A batch has just ended (every member ended): its callback `callback`, waiting, becomes ready;
