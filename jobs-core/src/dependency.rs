@@ -88,9 +88,51 @@ impl IntoDependency for Dependency {
     }
 }
 
-impl<T: IntoDependency + Copy> IntoDependency for &T {
-    fn into_dependency(self) -> Dependency {
-        (*self).into_dependency()
+/// The jobs another job runs after: an array, a vector or a slice of dependencies (what
+/// enqueues returned, or [`Dependency`] values).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a list of jobs to depend on",
+    label = "not a list of jobs",
+    note = "pass an array, `Vec` or slice of what `enqueue_in`/`enqueue` returned (`Enqueued`), or of `jobs::Dependency::on_job(id)` for job ids read from the database"
+)]
+pub trait Prerequisites {
+    /// The dependencies, in order.
+    fn into_dependencies(self) -> Vec<Dependency>;
+}
+
+impl<D: IntoDependency, const N: usize> Prerequisites for [D; N] {
+    fn into_dependencies(self) -> Vec<Dependency> {
+        self.into_iter()
+            .map(IntoDependency::into_dependency)
+            .collect()
+    }
+}
+
+impl<D: IntoDependency> Prerequisites for Vec<D> {
+    fn into_dependencies(self) -> Vec<Dependency> {
+        self.into_iter()
+            .map(IntoDependency::into_dependency)
+            .collect()
+    }
+}
+
+impl<D: IntoDependency + Copy> Prerequisites for &[D] {
+    fn into_dependencies(self) -> Vec<Dependency> {
+        self.iter()
+            .map(|dependency| dependency.into_dependency())
+            .collect()
+    }
+}
+
+impl<D: IntoDependency + Copy, const N: usize> Prerequisites for &[D; N] {
+    fn into_dependencies(self) -> Vec<Dependency> {
+        self.as_slice().into_dependencies()
+    }
+}
+
+impl<D: IntoDependency + Copy> Prerequisites for &Vec<D> {
+    fn into_dependencies(self) -> Vec<Dependency> {
+        self.as_slice().into_dependencies()
     }
 }
 

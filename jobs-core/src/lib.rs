@@ -26,7 +26,7 @@ pub mod state;
 
 pub use context::{JobContext, JobId, LeaseControl, LeaseError};
 pub use dedupe::DedupeScope;
-pub use dependency::{Dependency, IntoDependency, OnFailure};
+pub use dependency::{Dependency, IntoDependency, OnFailure, Prerequisites};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use error::{
     error_chain, BoxError, ClassifyError, Disposition, ErrorClass, ErrorClassifier, JobError,

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::dedupe::{render_key, DedupeScope, KeyError, TemplateError};
-use crate::dependency::{merge_dependencies, Dependency, IntoDependency};
+use crate::dependency::{merge_dependencies, Dependency, Prerequisites};
 use crate::kind::JobKind;
 use crate::name::{check_queue_name, NameError};
 use crate::payload::{check_payload, encode_payload, PayloadProblem, MAX_PAYLOAD_DEPTH};
@@ -231,12 +231,8 @@ impl NewJob {
     /// and is cancelled at once if one ends dead or cancelled, unless that dependency says
     /// [`run_on_failure`](Dependency::run_on_failure). Adds to the prerequisites named before;
     /// a job named twice counts once.
-    pub fn after<D: IntoDependency>(mut self, prerequisites: impl IntoIterator<Item = D>) -> Self {
-        self.after.extend(
-            prerequisites
-                .into_iter()
-                .map(IntoDependency::into_dependency),
-        );
+    pub fn after(mut self, prerequisites: impl Prerequisites) -> Self {
+        self.after.extend(prerequisites.into_dependencies());
         merge_dependencies(&mut self.after);
         self
     }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use jobs_core::{Dependency, EncodeError, IntoDependency, JobId, JobKind, NewJob};
+use jobs_core::{Dependency, EncodeError, IntoDependency, JobId, JobKind, NewJob, Prerequisites};
 use sqlx::{PgConnection, PgPool};
 
 use crate::store::dependencies::{self, DependentInsert};
@@ -140,7 +140,7 @@ impl EnqueueBuilder {
     /// prerequisite, when one ends dead or cancelled (unless that dependency says
     /// [`run_on_failure`](Dependency::run_on_failure)). Enqueueing it locks each prerequisite
     /// that has not ended until the caller's transaction ends: keep that transaction short.
-    pub fn after<D: IntoDependency>(self, prerequisites: impl IntoIterator<Item = D>) -> Self {
+    pub fn after(self, prerequisites: impl Prerequisites) -> Self {
         self.map(|job| job.after(prerequisites))
     }
 
