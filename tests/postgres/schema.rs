@@ -47,7 +47,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (10, "operator_controls".to_string()),
             (11, "cancellation".to_string()),
             (12, "workers_and_throughput".to_string()),
-            (13, "job_search".to_string())
+            (13, "job_search".to_string()),
+            (14, "outputs".to_string())
         ]
     );
     let sqlx_history: Option<String> =
