@@ -285,7 +285,10 @@ mod tests {
             Decision::Retry { delay, error }
                 if delay == Duration::from_millis(500) && error.kind == "transient"
         ));
-        assert_eq!(send(ada, 2).await.unwrap(), Decision::Complete);
+        assert_eq!(
+            send(ada, 2).await.unwrap(),
+            Decision::Complete { output: None }
+        );
         assert!(matches!(
             send(ada + 1, 1).await.unwrap(),
             Decision::Dead { error } if error.kind == "permanent"
@@ -323,7 +326,7 @@ mod tests {
         assert!(runs
             .iter()
             .filter(|run| run.id != dead[0].id)
-            .all(|run| run.decision == Decision::Complete));
+            .all(|run| run.decision == Decision::Complete { output: None }));
 
         // The rows say the same, and nothing waits any more.
         let states: Vec<(String, String)> =
@@ -356,7 +359,7 @@ mod tests {
         };
         assert_eq!(
             resize("https://img.example.com/ada.png").await.unwrap(),
-            Decision::Complete
+            Decision::Complete { output: None }
         );
         assert_eq!(
             resize("ftp://files.example.com/bob.png").await.unwrap(),

@@ -51,6 +51,10 @@
 //! The macro generates, next to the function, a module of the same name with `Args` (the
 //! payload), `Job` (the kind), `enqueue_in`, `enqueue`, `builder`, `enqueue_many_in` and
 //! `enqueue_many`. The function itself stays callable as written, for unit tests.
+//!
+//! A job returning `JobResult<T>` (or `Result<T, E>`) stores `T` with the finished job: the kind's
+//! `Output`, read back typed with `ctx.output_of::<charge_card::Job>(id)` (from another job,
+//! through [`JobContextExt`]) or [`admin::output_of`]. See `docs/semantics.md`, "Outputs".
 
 #![warn(missing_docs)]
 

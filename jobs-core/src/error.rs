@@ -11,8 +11,9 @@ use std::time::Duration;
 /// A boxed error that can cross threads.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
-/// What a job handler returns: `Ok(())` completes the job.
-pub type JobResult = Result<(), JobError>;
+/// What a job handler returns: `Ok(output)` completes the job, storing `output` with it (nothing
+/// for `()`, the default).
+pub type JobResult<T = ()> = Result<T, JobError>;
 
 /// How an error should be treated by the retry machinery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

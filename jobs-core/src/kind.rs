@@ -9,6 +9,7 @@ use crate::context::JobContext;
 use crate::dedupe::DedupeScope;
 use crate::error::JobResult;
 use crate::future::BoxFuture;
+use crate::output::{EncodedOutput, JobOutput};
 use crate::retry::RetryPolicy;
 use crate::schedule::ScheduleOptions;
 use crate::state::{StateMap, StateRequirement};
@@ -19,6 +20,11 @@ pub trait JobKind: Send + Sync + 'static {
     const NAME: &'static str;
     /// The job's data arguments, as stored (JSON) in the job row.
     type Args: Serialize + DeserializeOwned + Send + 'static;
+    /// What the job returns when it succeeds (`T` of `JobResult<T>`), stored as JSON with the
+    /// finished job and read back typed; `()` for jobs returning nothing, stored as NULL. Any
+    /// `Serialize + DeserializeOwned + Send + 'static` type ([`JobOutput`] is implemented for
+    /// every one).
+    type Output: JobOutput;
     /// The kind's defaults: queue, priority, retry policy, timeout, dedupe.
     const OPTIONS: JobOptions;
 }
@@ -97,9 +103,12 @@ pub enum InvocationError {
     },
 }
 
+/// A running handler: it yields the job's output encoded as JSON (`None` for `()` and other
+/// outputs encoding as `null`), or the error the run ended with.
+pub type HandlerFuture = BoxFuture<'static, JobResult<Option<EncodedOutput>>>;
+
 /// Decodes a stored payload and starts the handler.
-pub type Handler =
-    fn(JobContext, &str, &StateMap) -> Result<BoxFuture<'static, JobResult>, InvocationError>;
+pub type Handler = fn(JobContext, &str, &StateMap) -> Result<HandlerFuture, InvocationError>;
 
 /// A job kind as registered through `inventory` by `#[job]`.
 #[derive(Debug, Clone, Copy)]

@@ -18,6 +18,7 @@ mod macro_support;
 pub mod name;
 pub mod new_job;
 pub mod outcome;
+pub mod output;
 pub mod payload;
 pub mod registry;
 pub mod retry;
@@ -33,10 +34,13 @@ pub use error::{
     JobResult,
 };
 pub use future::BoxFuture;
-pub use kind::{Handler, InvocationError, JobKind, JobOptions, JobRegistration};
+pub use kind::{Handler, HandlerFuture, InvocationError, JobKind, JobOptions, JobRegistration};
 pub use name::{check_kind_name, check_queue_name, NameError, NameOf, MAX_NAME_LEN};
 pub use new_job::{EncodeError, NewJob, RunAt};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
+pub use output::{
+    decode_output, encode_output, EncodedOutput, JobOutput, OutputEncodeError, MAX_OUTPUT_BYTES,
+};
 pub use payload::MAX_PAYLOAD_DEPTH;
 pub use registry::{Registry, RegistryError};
 pub use retry::{MaxAttemptsError, RetryPolicy};

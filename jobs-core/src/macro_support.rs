@@ -3,7 +3,8 @@
 //!
 //! Each requirement on the user's code is checked once, by one assertion placed at the user's
 //! token: [`assert_payload_type`] at an argument's type, [`assert_state_type`] at a state type,
-//! [`job_future`] at the function's name, [`into_job_result`] at the return type. Everything else
+//! [`job_future`] at the function's name, [`into_job_result`] at the return type; the output type
+//! is checked by the `JobOutput` bound of the kind's `type Output`, written at that type. Everything else
 //! the macro generates is written so that it compiles whether or not the requirement holds, so
 //! that a mistake is one error, not one per place the generated code relies on it.
 
@@ -15,8 +16,8 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserializer, Serialize, Serializer};
 
 use crate::error::{JobError, JobResult};
-use crate::future::BoxFuture;
-use crate::kind::{require_state, InvocationError};
+use crate::kind::{require_state, HandlerFuture, InvocationError};
+use crate::output::{encode_output, EncodedOutput, OutputEncodeError};
 use crate::state::{State, StateMap, StateRequirement};
 
 /// A type that can be a job's data argument: stored as JSON in the job row.
@@ -35,33 +36,39 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> JobArgument for T {}
 /// Fails to compile, at the argument's type, when `T` cannot be stored in a payload.
 pub fn assert_payload_type<T: JobArgument>() {}
 
-/// The job's future, boxed, with its output converted by `into_job_result`.
+/// The job's future, boxed, with its return value converted by `into_job_result` and its output
+/// encoded by `encode` (an output that cannot be stored fails the run permanently).
 ///
 /// Fails to compile, at the function's name (the span of the `future` argument), when the future
 /// is not `Send`. The box is `Send` whatever `F` is, so nothing after this call fails too.
-pub fn job_future<F, R>(
+pub fn job_future<F, R, T>(
     future: F,
-    into_job_result: fn(R) -> JobResult,
-) -> BoxFuture<'static, JobResult>
+    into_job_result: fn(R) -> JobResult<T>,
+    encode: fn(&T) -> Result<Option<EncodedOutput>, OutputEncodeError>,
+) -> HandlerFuture
 where
     F: Future<Output = R> + Send + 'static,
     R: 'static,
+    T: 'static,
 {
-    Box::pin(async move { into_job_result(future.await) })
+    Box::pin(async move {
+        let output = into_job_result(future.await)?;
+        encode(&output).map_err(JobError::permanent)
+    })
 }
 
-/// What a `#[job]` function may return.
+/// What a `#[job]` function whose output type is `T` may return.
 #[diagnostic::on_unimplemented(
-    message = "a #[job] function must return `JobResult`, `Result<(), E>` with `E: Into<JobError>`, or `()`, not `{Self}`",
+    message = "a #[job] function must return `JobResult<T>`, `Result<T, E>` with `E: Into<JobError>`, or `()`, not `{Self}`",
     label = "returns `{Self}`",
     note = "error types implementing `std::error::Error + Send + Sync + 'static` convert into `JobError`; for a plain message, return `Err(JobError::transient(message))` or `Err(JobError::permanent(message))`"
 )]
-pub trait IntoJobResult {
-    /// Converts the function's return value into a [`JobResult`].
-    fn into_job_result(self) -> JobResult;
+pub trait IntoJobResult<T> {
+    /// Converts the function's return value into a [`JobResult`] carrying its output.
+    fn into_job_result(self) -> JobResult<T>;
 }
 
-impl IntoJobResult for () {
+impl IntoJobResult<()> for () {
     fn into_job_result(self) -> JobResult {
         Ok(())
     }
@@ -69,19 +76,45 @@ impl IntoJobResult for () {
 
 // `do_not_recommend`: `Result<(), String>` reads as "must return ... not `Result<(), String>`"
 // with the note on error types, rather than as "`String: std::error::Error` is not satisfied".
+// `T` has no bound here: whether it can be stored is asserted at the output type itself (the
+// `JobOutput` bound of `JobKind::Output`), in words about outputs.
 #[diagnostic::do_not_recommend]
-impl<E: Into<JobError>> IntoJobResult for Result<(), E> {
-    fn into_job_result(self) -> JobResult {
+impl<T, E: Into<JobError>> IntoJobResult<T> for Result<T, E> {
+    fn into_job_result(self) -> JobResult<T> {
         self.map_err(Into::into)
     }
 }
 
-/// The function's return value as a [`JobResult`]. Fails to compile, at the return type (named
-/// as `R`), when the function returns something else; the result has the right type either way,
-/// so nothing after it fails too.
-pub fn into_job_result<R: IntoJobResult>(output: R) -> JobResult {
+/// The function's return value as a [`JobResult`] of output `T`. Fails to compile, at the return
+/// type (named as `R`), when the function returns something else; the result has the right type
+/// either way, so nothing after it fails too.
+pub fn into_job_result<R: IntoJobResult<T>, T>(output: R) -> JobResult<T> {
     output.into_job_result()
 }
+
+/// Reaches the encoder of one concrete output type `T`, written `OutputCodec::<T>::encode` in
+/// generated code; like [`Arg`], it falls back to [`OutputCodecFallback`] when `T` is not
+/// serializable, leaving the `JobOutput` bound of `JobKind::Output` as the only error.
+pub struct OutputCodec<T>(PhantomData<T>);
+
+impl<T: Serialize> OutputCodec<T> {
+    /// Encodes the output for storage.
+    pub fn encode(output: &T) -> Result<Option<EncodedOutput>, OutputEncodeError> {
+        encode_output(output)
+    }
+}
+
+/// The stand-in [`OutputCodec`] resolves to when `T` is not serializable. It is never called: the
+/// same expansion declares `T` as the kind's output, which fails the build.
+pub trait OutputCodecFallback<T> {
+    /// Stands in for [`OutputCodec::encode`].
+    fn encode(output: &T) -> Result<Option<EncodedOutput>, OutputEncodeError> {
+        let _ = output;
+        unreachable!("#[job] asserts that the output type implements `Serialize`")
+    }
+}
+
+impl<T> OutputCodecFallback<T> for OutputCodec<T> {}
 
 /// Fails to compile, at the type in `State<T>`, when `T` cannot be shared between jobs running
 /// on several threads. The standard library's messages say it best here: they name the field that

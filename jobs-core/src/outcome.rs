@@ -3,13 +3,14 @@
 use std::time::Duration;
 
 use crate::error::{Disposition, JobError};
+use crate::output::EncodedOutput;
 use crate::retry::RetryPolicy;
 
 /// How one run of a job ended.
 #[derive(Debug)]
 pub enum RunOutcome {
-    /// The handler returned `Ok`.
-    Completed,
+    /// The handler returned `Ok`, with its output encoded (`None` for `()`).
+    Completed(Option<EncodedOutput>),
     /// The handler returned an error.
     Failed(JobError),
     /// The handler panicked, with the panic message.
@@ -33,8 +34,11 @@ pub struct AttemptError {
 /// What to do with a job after a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Mark it done.
-    Complete,
+    /// Mark it done, storing its output (`None`: NULL, for `()`).
+    Complete {
+        /// The run's output, encoded.
+        output: Option<EncodedOutput>,
+    },
     /// Make it ready again after `delay`, keeping the error.
     Retry {
         /// Wait before the next attempt.
@@ -77,7 +81,7 @@ pub fn decide(
     };
     let backoff = policy.backoff(attempt, jitter_sample);
     match outcome {
-        RunOutcome::Completed => Decision::Complete,
+        RunOutcome::Completed(output) => Decision::Complete { output },
         RunOutcome::Panicked(message) => retry_or_dead("panic", message, backoff),
         RunOutcome::TimedOut(limit) => {
             retry_or_dead("timeout", format!("timed out after {limit:?}"), backoff)
@@ -154,6 +158,19 @@ mod tests {
         let outcome = RunOutcome::TimedOut(Duration::from_secs(1));
         assert!(
             matches!(decide(outcome, 1, &policy(2), 0.0), Decision::Retry { error, .. } if error.kind == "timeout")
+        );
+    }
+
+    #[test]
+    fn a_completed_run_carries_its_output_to_the_decision() {
+        let output = crate::output::encode_output(&42).unwrap();
+        assert_eq!(
+            decide(RunOutcome::Completed(output.clone()), 1, &policy(8), 0.0),
+            Decision::Complete { output }
+        );
+        assert_eq!(
+            decide(RunOutcome::Completed(None), 1, &policy(8), 0.0),
+            Decision::Complete { output: None }
         );
     }
 

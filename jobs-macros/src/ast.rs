@@ -3,7 +3,7 @@
 
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
-use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PatType, PathArguments, Type};
+use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PatType, PathArguments, ReturnType, Type};
 
 use crate::errors::Errors;
 use crate::resolve::type_in_module;
@@ -49,6 +49,37 @@ impl JobFn {
             Param::State(ty) => Some(ty),
             _ => None,
         })
+    }
+
+    /// The job's output type, read from the return type as written (in the generated module, see
+    /// [`crate::resolve`]): `T` of `JobResult<T>`, `Result<T, E>` and `Result<T>` (any path
+    /// ending in those names, such as `std::io::Result<T>`); `None`, for `()`, when the function
+    /// returns `()`, `JobResult` or nothing. `None` too for any other type: that is either a
+    /// mistake, reported at the return type by the generated code, or an alias that must then
+    /// stand for a result of `()`.
+    pub fn output_type(&self) -> Option<Type> {
+        let ReturnType::Type(_, ty) = &self.item.sig.output else {
+            return None;
+        };
+        let Type::Path(path) = &**ty else {
+            return None;
+        };
+        if path.qself.is_some() {
+            return None;
+        }
+        let segment = path.path.segments.last()?;
+        if segment.ident != "Result" && segment.ident != "JobResult" {
+            return None;
+        }
+        let PathArguments::AngleBracketed(arguments) = &segment.arguments else {
+            return None;
+        };
+        match arguments.args.first() {
+            Some(GenericArgument::Type(output)) if arguments.args.len() <= 2 => {
+                Some(type_in_module(output))
+            }
+            _ => None,
+        }
     }
 
     /// Reads the function's signature, recording every mistake in `errors`.

@@ -74,7 +74,17 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
     let call = quote_spanned! {fn_ident.span()=>
         super::#fn_ident(#(#call_args),*)
     };
-    let into_job_result = into_job_result_tokens(job, &krate);
+    let output_type = job
+        .output_type()
+        .map_or_else(|| quote!(()), |ty| ty.to_token_stream());
+    let into_job_result = into_job_result_tokens(job, &krate, &output_type);
+    // The output type's bound (`JobOutput`) is checked here, at the type as the user wrote it.
+    let output_item = match job.output_type() {
+        Some(ty) => quote_spanned!(ty.span()=> type Output = #ty;),
+        None => quote!(
+            type Output = ();
+        ),
+    };
 
     let mod_token = quote_spanned!(fn_ident.span()=> mod);
     // `Args` must be `Send`; when an argument type is not, say so at the function.
@@ -112,7 +122,9 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
         // In scope for `Arg::<T>` and `StateArg::<T>` paths, but not named: the user's types,
         // written in this module, must not meet names of ours.
         #[allow(unused_imports)]
-        use #krate::__private::{ArgFallback as _, StateArgFallback as _};
+        use #krate::__private::{
+            ArgFallback as _, OutputCodecFallback as _, StateArgFallback as _,
+        };
 
         #args
 
@@ -122,6 +134,7 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
         impl #krate::JobKind for Job {
             const NAME: &'static str = #kind_name;
             #args_type
+            #output_item
             const OPTIONS: #krate::JobOptions = #options;
         }
 
@@ -166,12 +179,13 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
             ctx: #krate::JobContext,
             payload: &str,
             states: &#krate::StateMap,
-        ) -> ::core::result::Result<
-            #krate::BoxFuture<'static, #krate::JobResult>,
-            #krate::InvocationError,
-        > {
+        ) -> ::core::result::Result<#krate::HandlerFuture, #krate::InvocationError> {
             let args: Args = #krate::__private::decode_args::<Job>(payload)?;
-            ::core::result::Result::Ok(#krate::__private::job_future(#call, #into_job_result))
+            ::core::result::Result::Ok(#krate::__private::job_future(
+                #call,
+                #into_job_result,
+                #krate::__private::OutputCodec::<#output_type>::encode,
+            ))
         }
 
         #[allow(dead_code)]
@@ -201,9 +215,9 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
     }
 }
 
-/// The function that turns the job's output into a `JobResult`, naming the declared return type
-/// so that a wrong one is reported at that type.
-fn into_job_result_tokens(job: &JobFn, krate: &Path) -> TokenStream {
+/// The function that turns the job's return value into a `JobResult` of `output`, naming the
+/// declared return type so that a wrong one is reported at that type.
+fn into_job_result_tokens(job: &JobFn, krate: &Path, output: &TokenStream) -> TokenStream {
     match &job.item.sig.output {
         // An `impl Trait` cannot be named in a turbofish: the whole path points at its first
         // token instead (the crate path's tokens included, or the error would be at `#[job]`).
@@ -219,9 +233,9 @@ fn into_job_result_tokens(job: &JobFn, krate: &Path) -> TokenStream {
         }
         ReturnType::Type(_, ty) => {
             let ty = type_in_module(ty);
-            quote!(#krate::__private::into_job_result::<#ty>)
+            quote!(#krate::__private::into_job_result::<#ty, #output>)
         }
-        ReturnType::Default => quote!(#krate::__private::into_job_result::<()>),
+        ReturnType::Default => quote!(#krate::__private::into_job_result::<(), ()>),
     }
 }
 

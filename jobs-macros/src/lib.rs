@@ -6,8 +6,9 @@
 //! error at the offending token, all reported in one compile, and the function is still emitted
 //! so that follow-on errors stay quiet. Requirements only the type checker can check (an
 //! argument type is serializable, the future is `Send`, the return type converts into
-//! `JobResult`) are asserted once each, at the user's token, with the sentences in
-//! `jobs_core::__private`; the rest of the generated code compiles either way.
+//! `JobResult<T>`, the output type `T` can be stored) are asserted once each, at the user's token,
+//! with the sentences in `jobs_core::__private` and `jobs_core::JobOutput`; the rest of the
+//! generated code compiles either way.
 
 mod ast;
 mod attr;

@@ -17,6 +17,7 @@ pub mod enqueue;
 pub mod metrics;
 pub mod migrate;
 pub mod outbox;
+pub mod output;
 mod periodic;
 pub mod processed;
 mod store;
@@ -32,6 +33,7 @@ pub use enqueue::{
     Enqueued,
 };
 pub use migrate::{migrate, schema_status, MigrateError, MigrationReport, SchemaStatus};
+pub use output::{output_of, OutputError};
 pub use processed::{is_processed, mark_processed, ProcessedKey, ProcessedKeyError};
 pub use sqlx::{PgConnection, PgPool};
 pub use transaction::{JobContextExt, JobTransaction, TransactionError};
@@ -61,7 +63,8 @@ pub mod __private {
         pub use crate::store::outbox::{
             CLAIM_OUTBOX, LIST_PARKED, PREVIEW_REPLAY_PARKED, REPLAY_PARKED,
         };
-        pub use crate::store::outcomes::{HEARTBEAT, RECORD_OUTCOMES};
+        pub use crate::store::outcomes::{COMPLETE_IN_TRANSACTION, HEARTBEAT, RECORD_OUTCOMES};
+        pub use crate::store::outputs::READ_OUTPUT;
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};
         pub use crate::store::retention::{PRUNE_PROCESSED_KEYS, RETENTION_LOCK_KEY};

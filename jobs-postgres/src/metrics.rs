@@ -198,7 +198,7 @@ impl OutcomeLabel {
     /// The outcome of a run that ended with `decision`.
     pub fn of(decision: &Decision) -> Self {
         match decision {
-            Decision::Complete => OutcomeLabel::Done,
+            Decision::Complete { .. } => OutcomeLabel::Done,
             Decision::Retry { .. } => OutcomeLabel::Retry,
             Decision::Dead { .. } => OutcomeLabel::Dead,
             Decision::Snooze { .. } => OutcomeLabel::Snoozed,

@@ -64,6 +64,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "0012_workers_and_throughput.sql"
     ),
     migration!(13, "job_search", "0013_job_search.sql"),
+    migration!(14, "outputs", "0014_outputs.sql"),
     migration!(15, "workflows", "0015_workflows.sql"),
 ];
 

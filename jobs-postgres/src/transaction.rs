@@ -18,7 +18,10 @@
 //! ```
 //!
 //! - [`JobTransaction::complete`] marks the job done inside the transaction, fenced by the run's
-//!   lease token, then commits. When the lease was lost (a rescue or another worker took the
+//!   lease token, then commits; [`JobTransaction::complete_with`] also stores the job's output
+//!   (typed: the kind's `Output`) in the same transaction. Either way, what the handler returns
+//!   afterwards is not written: the job's output is the one the transaction stored (none with
+//!   `complete`). When the lease was lost (a rescue or another worker took the
 //!   job), nothing commits: the effects roll back and the call returns
 //!   [`TransactionError::LeaseLost`]. Once it returns `Ok`, the job is done whatever the handler
 //!   does next.
@@ -36,11 +39,15 @@ use std::future::Future;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use jobs_core::{JobContext, JobId};
+use jobs_core::{
+    ClassifyError, EncodedOutput, ErrorClass, ErrorClassifier, JobContext, JobId, JobKind,
+    JobOutput, OutputEncodeError,
+};
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::output::{self, OutputError};
 use crate::store::outcomes::{self, Fenced};
 use crate::worker::running::{Renewal, RunningJobs};
 
@@ -63,6 +70,20 @@ pub enum TransactionError {
     /// The job was already completed by an earlier transaction of this run.
     #[error("the job was already completed by a transaction of this run")]
     AlreadyCompleted,
+    /// [`JobTransaction::complete_with`] named a kind other than the running job's: nothing was
+    /// committed, the effects rolled back.
+    #[error("complete_with::<{named}> called in a job of kind `{running}`: name the running job's kind; the transaction was rolled back")]
+    OtherKind {
+        /// The kind named.
+        named: &'static str,
+        /// The running job's kind.
+        running: &'static str,
+    },
+    /// The output given to [`JobTransaction::complete_with`] cannot be stored: nothing was
+    /// committed, the effects rolled back. A permanent error: returned with `?`, the job goes
+    /// dead with its message.
+    #[error("the job's transaction was rolled back: {0}")]
+    Output(#[source] OutputEncodeError),
     /// The database failed or refused a statement. When it failed at commit, the commit may or
     /// may not have happened: the job is then either done with its effects, or retried without
     /// them, never one without the other.
@@ -70,12 +91,40 @@ pub enum TransactionError {
     Database(#[source] sqlx::Error),
 }
 
-/// Opens the job's transaction: implemented for [`JobContext`]; bring it into scope with
+// A refused output or a kind misnamed in `complete_with` fails the same way on every attempt:
+// permanent. The rest are what they wrap: transient.
+impl ClassifyError for TransactionError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            TransactionError::OtherKind { .. } | TransactionError::Output(_) => {
+                ErrorClass::Permanent
+            }
+            _ => ErrorClass::Transient,
+        }
+    }
+}
+
+jobs_core::__private::inventory::submit!(ErrorClassifier::of::<TransactionError>());
+
+/// What a running job does with the worker's database: opens its transaction, reads other
+/// jobs' outputs. Implemented for [`JobContext`]; bring it into scope with
 /// `use jobs::JobContextExt`.
 pub trait JobContextExt {
     /// Begins a transaction on the worker's pool in which the job does its database work and
     /// then completes itself with [`JobTransaction::complete`].
     fn transaction(&self) -> impl Future<Output = Result<JobTransaction, TransactionError>> + Send;
+
+    /// The output of done job `id` of kind `K` (its marker, such as `charge_card::Job`), typed
+    /// `K::Output`, read on the worker's pool; see [`output_of`](crate::output::output_of) for
+    /// the errors. [`OutputError::NoWorker`] from a context that has no worker behind it.
+    ///
+    /// ```ignore
+    /// let receipt: Receipt = ctx.output_of::<charge_card::Job>(charge_id).await?;
+    /// ```
+    fn output_of<K: JobKind>(
+        &self,
+        id: JobId,
+    ) -> impl Future<Output = Result<K::Output, OutputError>> + Send;
 }
 
 impl JobContextExt for JobContext {
@@ -84,6 +133,17 @@ impl JobContextExt for JobContext {
         async move {
             let run = run.ok_or(TransactionError::NoWorker)?;
             RunLink::begin(run).await
+        }
+    }
+
+    fn output_of<K: JobKind>(
+        &self,
+        id: JobId,
+    ) -> impl Future<Output = Result<K::Output, OutputError>> + Send {
+        let run = self.backend::<RunLink>();
+        async move {
+            let run = run.ok_or(OutputError::NoWorker)?;
+            output::output_of::<K>(run.pool(), id).await
         }
     }
 }
@@ -111,15 +171,71 @@ impl JobTransaction {
     /// Marks the job done in this transaction, fenced by the run's lease token, and commits:
     /// the effects and the completion are durable together. With the lease lost, rolls back and
     /// returns [`TransactionError::LeaseLost`]; return the error (`?`), the run is over.
-    pub async fn complete(mut self) -> Result<(), TransactionError> {
+    pub async fn complete(self) -> Result<(), TransactionError> {
+        self.complete_storing(None).await
+    }
+
+    /// Marks the job done in this transaction storing `output` as its output, fenced by the
+    /// run's lease token, and commits, as [`complete`](Self::complete) does. `K` is the running
+    /// job's kind marker (`charge_card::Job`), which types the output; naming another kind
+    /// is refused ([`TransactionError::OtherKind`]).
+    ///
+    /// The output is the job's from then on: what the handler returns afterwards is not written
+    /// again. An output that cannot be stored (over
+    /// [`MAX_OUTPUT_BYTES`](jobs_core::MAX_OUTPUT_BYTES), or failing to serialize) rolls the
+    /// transaction back and returns [`TransactionError::Output`], a permanent error: returned
+    /// with `?`, the job goes dead with its message.
+    ///
+    /// ```ignore
+    /// #[job]
+    /// async fn charge_card(ctx: JobContext, order_id: i64) -> JobResult<Receipt> {
+    ///     let mut tx = ctx.transaction().await?;
+    ///     let receipt = record_charge(&mut tx, order_id).await?;
+    ///     tx.complete_with::<charge_card::Job>(&receipt).await?;
+    ///     Ok(receipt)
+    /// }
+    /// ```
+    pub fn complete_with<K: JobKind>(
+        self,
+        output: &K::Output,
+    ) -> impl Future<Output = Result<(), TransactionError>> + Send {
+        // Checked and encoded before anything is awaited: the future holds the JSON, not a
+        // borrow of the output.
+        let encoded = if K::NAME == self.run.kind {
+            output.encode_output().map_err(TransactionError::Output)
+        } else {
+            Err(TransactionError::OtherKind {
+                named: K::NAME,
+                running: self.run.kind,
+            })
+        };
+        async move {
+            match encoded {
+                Ok(encoded) => self.complete_storing(encoded).await,
+                Err(refusal) => {
+                    let _ = self.rollback().await;
+                    Err(refusal)
+                }
+            }
+        }
+    }
+
+    async fn complete_storing(
+        mut self,
+        output: Option<EncodedOutput>,
+    ) -> Result<(), TransactionError> {
         let mut transaction = self.take();
         let running = self.run.running()?;
         // From here a heartbeat that misses the job most likely raced this completion.
         running.outcome_pending(self.run.id, self.run.token);
-        let completed =
-            outcomes::complete_in_transaction(&mut transaction, self.run.id, self.run.token)
-                .await
-                .map_err(TransactionError::Database)?;
+        let completed = outcomes::complete_in_transaction(
+            &mut transaction,
+            self.run.id,
+            self.run.token,
+            output.as_ref(),
+        )
+        .await
+        .map_err(TransactionError::Database)?;
         if completed == Fenced::LeaseLost {
             let _ = transaction.rollback().await;
             running.mark_lost(self.run.id, self.run.token);
@@ -133,7 +249,7 @@ impl JobTransaction {
             .commit()
             .await
             .map_err(TransactionError::Database)?;
-        self.run.note(TransactionUse::Completed);
+        self.run.completed(output);
         Ok(())
     }
 
@@ -208,18 +324,21 @@ pub(crate) struct RunLink {
     abandoned: watch::Receiver<bool>,
     id: JobId,
     token: Uuid,
+    kind: &'static str,
     transaction_use: Mutex<TransactionUse>,
+    /// The output a transaction stored when it completed the job.
+    completed_output: Mutex<Option<EncodedOutput>>,
 }
 
 impl RunLink {
-    /// The link of run `(id, token)` of the worker whose pool, runs and stop-at-once signal
-    /// these are.
+    /// The link of run `(id, token)` of a job of kind `kind`, of the worker whose pool, runs
+    /// and stop-at-once signal these are.
     pub(crate) fn new(
         pool: PgPool,
         running: Weak<RunningJobs>,
         abandoned: watch::Receiver<bool>,
-        id: JobId,
-        token: Uuid,
+        (id, token): (JobId, Uuid),
+        kind: &'static str,
     ) -> Self {
         Self {
             pool,
@@ -227,11 +346,29 @@ impl RunLink {
             abandoned,
             id,
             token,
+            kind,
             transaction_use: Mutex::new(TransactionUse::None),
+            completed_output: Mutex::new(None),
         }
     }
 
-    /// What the run's transactions did.
+    /// The output the transaction that completed the job stored, if any.
+    pub(crate) fn completed_output(&self) -> Option<EncodedOutput> {
+        self.completed_output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records that a transaction completed the job, storing `output`.
+    fn completed(&self, output: Option<EncodedOutput>) {
+        *self
+            .completed_output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = output;
+        self.note(TransactionUse::Completed);
+    }
+
     /// The running job's id.
     pub(crate) fn id(&self) -> JobId {
         self.id
@@ -242,11 +379,12 @@ impl RunLink {
         self.token
     }
 
-    /// The worker's pool.
+    /// The pool of the worker running the job, to read other jobs' outputs and batches.
     pub(crate) fn pool(&self) -> &PgPool {
         &self.pool
     }
 
+    /// What the run's transactions did.
     pub(crate) fn transaction_use(&self) -> TransactionUse {
         *self
             .transaction_use

@@ -64,7 +64,7 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
             .map(|job| Outcome {
                 id: job.id,
                 lease_token: job.lease_token,
-                decision: Decision::Complete,
+                decision: Decision::Complete { output: None },
             })
             .collect();
         store::record_outcomes(&db.pool, &outcomes).await.unwrap();

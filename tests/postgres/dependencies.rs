@@ -28,7 +28,51 @@ pub async fn fails_until_allowed(ctx: JobContext, pool: State<PgPool>) -> JobRes
     }
 }
 
-const KINDS: [&str; 2] = ["record_run", "fails_until_allowed"];
+/// A charge, whose output its dependents read.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Charge {
+    pub order_id: i64,
+    pub amount_cents: i64,
+    pub reference: String,
+}
+
+/// Charges an order and returns the charge.
+#[job]
+pub async fn charge_order(order_id: i64) -> JobResult<Charge> {
+    Ok(Charge {
+        order_id,
+        amount_cents: 4_200,
+        reference: format!("ch_{order_id}"),
+    })
+}
+
+/// Reads the charge it ran after, typed, and records it in `receipts`.
+#[job]
+pub async fn receipt_for_charge(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    charge_id: JobId,
+) -> JobResult<String> {
+    use jobs::JobContextExt;
+    let charge: Charge = ctx
+        .output_of::<charge_order::Job>(charge_id)
+        .await
+        .map_err(jobs::JobError::permanent)?;
+    sqlx::query("INSERT INTO receipts (order_id, amount_cents, reference) VALUES ($1, $2, $3)")
+        .bind(charge.order_id)
+        .bind(charge.amount_cents)
+        .bind(&charge.reference)
+        .execute(&*pool)
+        .await?;
+    Ok(format!("receipt for {}", charge.reference))
+}
+
+const KINDS: [&str; 4] = [
+    "record_run",
+    "fails_until_allowed",
+    "charge_order",
+    "receipt_for_charge",
+];
 
 async fn db() -> Db {
     let db = Db::new().await;
@@ -80,6 +124,31 @@ async fn a_chain_of_three_runs_in_order() {
     }
     let left: Option<i32> = db.job_value(third.id(), "prerequisites_left").await;
     assert_eq!(left, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_reads_its_prerequisites_output_typed() {
+    let db = db().await;
+    db.execute("CREATE TABLE receipts (order_id bigint, amount_cents bigint, reference text)")
+        .await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let charge = charge_order::enqueue_in(&mut tx, 1042).await.unwrap();
+    let receipt = receipt_for_charge::builder(charge.id())
+        .after([charge])
+        .enqueue_in(&mut tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    db.run_until(&KINDS, receipt.id(), "done").await;
+    let receipts: Vec<(i64, i64, String)> = db
+        .rows("SELECT order_id, amount_cents, reference FROM receipts")
+        .await;
+    assert_eq!(receipts, [(1042, 4_200, String::from("ch_1042"))]);
+    let said = jobs::admin::output_of::<receipt_for_charge::Job>(&db.pool, receipt.id())
+        .await
+        .unwrap();
+    assert_eq!(said, "receipt for ch_1042");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

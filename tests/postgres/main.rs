@@ -30,6 +30,7 @@ mod live_workers;
 mod outbox;
 mod outcome_writes;
 mod outcomes;
+mod outputs;
 mod queue_pause;
 mod rescue_refusal;
 mod resilience;

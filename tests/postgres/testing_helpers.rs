@@ -204,7 +204,7 @@ async fn run_job_completes_a_job_that_succeeds() {
         .run()
         .await
         .unwrap();
-    assert_eq!(decision, Decision::Complete);
+    assert_eq!(decision, Decision::Complete { output: None });
 }
 
 #[tokio::test]
@@ -254,7 +254,10 @@ async fn run_job_sees_what_the_worker_decides_on_each_attempt() {
         flaky_run(2).run().await.unwrap(),
         Decision::Retry { delay, error } if delay == Duration::from_millis(20) && error.message == "outage, attempt 2"
     ));
-    assert_eq!(flaky_run(3).run().await.unwrap(), Decision::Complete);
+    assert_eq!(
+        flaky_run(3).run().await.unwrap(),
+        Decision::Complete { output: None }
+    );
 
     assert_eq!(
         run_job::<bad_input::Job>(bad_input::Args {
@@ -339,7 +342,7 @@ async fn run_job_hands_state_to_the_job_and_refuses_to_run_without_it() {
             .run()
             .await
             .unwrap(),
-        Decision::Complete
+        Decision::Complete { output: None }
     );
 }
 
@@ -349,6 +352,7 @@ struct Unregistered;
 impl JobKind for Unregistered {
     const NAME: &'static str = "unregistered";
     type Args = send_receipt::Args;
+    type Output = ();
     const OPTIONS: JobOptions = JobOptions::DEFAULT;
 }
 
@@ -385,7 +389,7 @@ async fn drain_runs_due_jobs_and_the_jobs_they_enqueue_and_records_them_done() {
     for run in &runs {
         assert_eq!(run.kind, "chain");
         assert_eq!(run.attempt, 1);
-        assert_eq!(run.decision, Decision::Complete);
+        assert_eq!(run.decision, Decision::Complete { output: None });
         let row = db.job(run.id).await;
         assert_eq!((row.state.as_str(), row.attempts), ("done", 1));
     }
@@ -519,7 +523,7 @@ async fn drain_refuses_what_a_worker_refuses() {
         .await
         .unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].decision, Decision::Complete);
+    assert_eq!(runs[0].decision, Decision::Complete { output: None });
 }
 
 #[tokio::test]

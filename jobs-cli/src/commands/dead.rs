@@ -125,6 +125,9 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
         field("cancel asked", &format!("{at} by {by}{reason}"));
     }
     field("payload", &job.payload.to_string());
+    if let Some(output) = &job.output {
+        field("output", &output.to_string());
+    }
     text.push_str(&format!("errors ({}):\n", job.errors.len()));
     for error in &job.errors {
         text.push_str(&format!(
@@ -406,6 +409,7 @@ fn details_json(job: &JobDetails) -> Value {
         "cancel_requested_at": job.cancel_requested_at,
         "cancel_requested_by": job.cancel_requested_by,
         "cancel_reason": job.cancel_reason,
+        "output": job.output,
         "errors": job.errors.iter().map(attempt_json).collect::<Vec<_>>(),
     })
 }

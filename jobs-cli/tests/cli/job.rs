@@ -180,6 +180,37 @@ async fn job_show_shows_a_job_of_any_state() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_show_prints_a_done_jobs_output() {
+    let db = Db::migrated().await;
+    let done = db.insert(2, "charge_card", "payments", "done").await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET output = '{{\"number\": \"R-7\"}}' WHERE id = {}",
+        done[0]
+    ))
+    .await;
+    let show = db
+        .jobs(&["job", "show", &done[0].to_string()])
+        .await
+        .success();
+    assert!(
+        show.stdout
+            .contains("  output       {\"number\":\"R-7\"}\n"),
+        "{}",
+        show.stdout
+    );
+    let json = json_of(&db, &["job", "show", &done[0].to_string(), "--json"]).await;
+    assert_eq!(json["output"], serde_json::json!({"number": "R-7"}));
+    // A job without an output prints no output line.
+    let plain = db
+        .jobs(&["job", "show", &done[1].to_string()])
+        .await
+        .success();
+    assert!(!plain.stdout.contains("output"), "{}", plain.stdout);
+    let json = json_of(&db, &["job", "show", &done[1].to_string(), "--json"]).await;
+    assert_eq!(json["output"], serde_json::Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_now_makes_waiting_jobs_due_and_lists_the_others() {
     let db = Db::migrated().await;
     let waiting = db.insert(2, "send_email", "email", "ready").await;

@@ -1,4 +1,5 @@
-//! One job: its facts, payload and every attempt's error, with the controls its state allows.
+//! One job: its facts, payload, output (when done with one) and every attempt's error, with the
+//! controls its state allows.
 
 use axum::extract::{Path, Query, State};
 use axum::Extension;
@@ -81,6 +82,10 @@ pub(crate) async fn show(
         }
         h2 { "Payload" }
         (payload(&console, &job.payload))
+        @if let Some(output) = &job.output {
+            h2 { "Output" }
+            div id="output" { (payload(&console, output)) }
+        }
         h2 { "Errors" }
         @if job.errors.is_empty() {
             p class="muted" { "No attempt failed." }

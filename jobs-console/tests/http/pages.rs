@@ -85,6 +85,36 @@ async fn the_job_page_shows_everything_but_hidden_payloads() {
 }
 
 #[tokio::test]
+async fn the_job_page_shows_a_done_jobs_output_escaped_unless_payloads_are_hidden() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let [ids] = db
+        .insert_all([JobRow::new("charge_card").state(RowState::Done)])
+        .await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET output = '{{\"number\": \"<b>R-7</b>\"}}' WHERE id = {}",
+        ids[0]
+    ))
+    .await;
+    let path = format!("/jobs/{}", ids[0]);
+    client
+        .get(&path)
+        .await
+        .shows("<h2>Output</h2>")
+        .shows("&lt;b&gt;R-7&lt;/b&gt;")
+        .hides("<b>R-7");
+
+    let mut hidden = Client::new(router(
+        db.pool.clone(),
+        ConsoleConfig::new().hide_payloads(true),
+    ));
+    hidden
+        .get(&path)
+        .await
+        .shows("<h2>Output</h2>")
+        .hides("R-7");
+}
+
+#[tokio::test]
 async fn a_console_nested_under_a_path_links_inside_it() {
     let (db, _) = console(ConsoleConfig::new()).await;
     let app = axum::Router::new().nest(

@@ -19,7 +19,8 @@
 //!   with only when forced); [`trigger_schedule`] enqueues one extra run of a schedule now.
 //! - [`find_jobs`]: pages through jobs of any state by id, kind, queue, status, dedupe key,
 //!   enqueue or finish time and error text, newest first, each page reading a bounded number
-//!   of rows however many the table retains; [`job_details`] shows one job in full.
+//!   of rows however many the table retains; [`job_details`] shows one job in full, its output
+//!   included; [`output_of`] reads a done job's output typed.
 //! - [`outbox`]: list parked outbox rows and replay them.
 //! - [`run_now`]: makes jobs waiting for a later time (a retry backing off, a delayed job) due
 //!   now.
@@ -58,6 +59,7 @@ mod stats;
 mod throughput;
 mod workers;
 
+pub use crate::output::{output_of, OutputError};
 pub use cancel::{
     cancel, cancel_by_dedupe_key, cancel_matching, cancel_matching_batch, preview_cancel,
     CancelFilter, CancelNote, CancelReport, NotCancellable, ReadyState, CANCEL_BATCH_SIZE,

@@ -61,7 +61,7 @@ SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe
            AS lease_expires_at,
        to_char(cancel_requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS cancel_requested_at,
-       cancel_requested_by, cancel_reason
+       cancel_requested_by, cancel_reason, output
 FROM jobs_queue
 WHERE id = $1";
 

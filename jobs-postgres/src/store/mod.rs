@@ -58,6 +58,7 @@ pub(crate) mod find;
 pub(crate) mod migrations;
 pub(crate) mod outbox;
 pub(crate) mod outcomes;
+pub(crate) mod outputs;
 pub(crate) mod pauses;
 pub(crate) mod processed;
 pub(crate) mod rescue;

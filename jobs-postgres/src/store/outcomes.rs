@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use jobs_core::{Decision, JobId};
+use jobs_core::{Decision, EncodedOutput, JobId};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -22,7 +22,8 @@ macro_rules! outcome_state {
 /// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
 /// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
 /// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
-/// messages (NULL when there is no error to keep). Returns the `(id, lease_token)` of the runs
+/// messages (NULL when there is no error to keep), `$8` outputs as JSON text (NULL but for runs
+/// ending `done` with an output; the column is set from it, so it is NULL in every other state). Returns the `(id, lease_token)` of the runs
 /// whose lease still held (a worker may hold two runs of one job, the stale one under a lost
 /// token): the others were taken by another worker or a rescue, and nothing was written for them. A job of a
 /// schedule that is now done records the schedule's success.
@@ -46,12 +47,14 @@ SET state = ",
     " = 'ready' THEN NULL ELSE now() END,
     lease_token = NULL,
     lease_expires_at = NULL,
+    output = o.output::jsonb,
     errors = CASE WHEN o.error_kind IS NULL THEN j.errors
                   ELSE j.errors || jsonb_build_array(jsonb_build_object(
                       'attempt', j.attempts, 'at', now(), 'kind', o.error_kind, 'error', o.error))
              END
-FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[])
-     AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error)
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[],
+            $8::text[])
+     AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error, output)
 WHERE j.id = o.id AND j.lease_token = o.lease_token
 RETURNING j.id, o.lease_token, j.state, j.schedule
 ), schedule_succeeded AS (
@@ -71,8 +74,8 @@ FROM unnest($1::bigint[], $2::uuid[], $3::float8[]) AS held(id, lease_token, lea
 WHERE j.id = held.id AND j.lease_token = held.lease_token
 RETURNING j.id, j.lease_token, j.cancel_requested_at IS NOT NULL AS cancel_requested";
 
-/// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`; returns
-/// its id when the lease still held. The row stays locked until that transaction ends, so the
+/// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`, storing
+/// output `$3` (JSON text; NULL for none); returns its id when the lease still held. The row stays locked until that transaction ends, so the
 /// completion commits or rolls back with the job's effects.
 pub const COMPLETE_IN_TRANSACTION: &str = "
 WITH completed AS (
@@ -80,7 +83,8 @@ WITH completed AS (
     SET state = 'done',
         finished_at = now(),
         lease_token = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        output = $3::text::jsonb
     WHERE id = $1 AND lease_token = $2 AND state = 'running'
     RETURNING id, schedule
 ), schedule_succeeded AS (
@@ -126,6 +130,7 @@ struct OutcomeColumns<'a> {
     give_backs: Vec<bool>,
     error_kinds: Vec<Option<&'static str>>,
     errors: Vec<Option<&'a str>>,
+    outputs: Vec<Option<&'a str>>,
 }
 
 impl<'a> OutcomeColumns<'a> {
@@ -134,8 +139,12 @@ impl<'a> OutcomeColumns<'a> {
         sorted.sort_by_key(|outcome| outcome.id);
         let mut columns = Self::default();
         for outcome in sorted {
+            let output = match &outcome.decision {
+                Decision::Complete { output } => output.as_ref().map(EncodedOutput::as_json),
+                _ => None,
+            };
             let (state, delay, give_back, error_kind, error) = match &outcome.decision {
-                Decision::Complete => ("done", Duration::ZERO, false, None, None),
+                Decision::Complete { .. } => ("done", Duration::ZERO, false, None, None),
                 Decision::Retry { delay, error } => (
                     "ready",
                     *delay,
@@ -166,6 +175,7 @@ impl<'a> OutcomeColumns<'a> {
             columns.give_backs.push(give_back);
             columns.error_kinds.push(error_kind);
             columns.errors.push(error);
+            columns.outputs.push(output);
         }
         columns
     }
@@ -187,6 +197,7 @@ pub async fn record_outcomes(
         .bind(&columns.give_backs)
         .bind(&columns.error_kinds)
         .bind(&columns.errors)
+        .bind(&columns.outputs)
         .fetch_all(pool)
         .await?;
     let written: HashSet<(JobId, Uuid)> = written.into_iter().collect();
@@ -250,15 +261,18 @@ pub async fn heartbeat(
         .await
 }
 
-/// Marks job `id` done in the transaction `conn` belongs to, fenced by `lease_token`.
+/// Marks job `id` done in the transaction `conn` belongs to, fenced by `lease_token`, storing
+/// `output`.
 pub(crate) async fn complete_in_transaction(
     conn: &mut PgConnection,
     id: JobId,
     lease_token: Uuid,
+    output: Option<&EncodedOutput>,
 ) -> Result<Fenced, sqlx::Error> {
     let completed: Option<JobId> = sqlx::query_scalar(COMPLETE_IN_TRANSACTION)
         .bind(id)
         .bind(lease_token)
+        .bind(output.map(EncodedOutput::as_json))
         .fetch_optional(conn)
         .await?;
     Ok(match completed {
@@ -281,7 +295,12 @@ mod tests {
             decision,
         };
         let outcomes = [
-            outcome(30, Decision::Complete),
+            outcome(
+                30,
+                Decision::Complete {
+                    output: jobs_core::encode_output(&"R-1").unwrap(),
+                },
+            ),
             outcome(
                 10,
                 Decision::Dead {
@@ -313,6 +332,7 @@ mod tests {
         assert_eq!(columns.give_backs, [false, true, false]);
         assert_eq!(columns.error_kinds, [Some("permanent"), None, None]);
         assert_eq!(columns.errors, [Some("bad"), None, None]);
+        assert_eq!(columns.outputs, [None, None, Some("\"R-1\"")]);
     }
 
     #[test]

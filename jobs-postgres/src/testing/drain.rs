@@ -73,6 +73,7 @@ pub struct DrainedRun {
 /// #     impl jobs_core::JobKind for Job {
 /// #         const NAME: &'static str = "send_receipt";
 /// #         type Args = Args;
+/// #         type Output = ();
 /// #         const OPTIONS: jobs_core::JobOptions = jobs_core::JobOptions::DEFAULT;
 /// #     }
 /// # }
@@ -86,7 +87,7 @@ pub struct DrainedRun {
 ///     .state(Mailer)
 ///     .run()
 ///     .await?;
-/// assert!(runs.iter().all(|run| run.decision == Decision::Complete));
+/// assert!(runs.iter().all(|run| matches!(run.decision, Decision::Complete { .. })));
 /// # Ok(())
 /// # }
 /// ```

@@ -51,6 +51,7 @@ pub enum EnqueuedError {
 /// #     impl jobs_core::JobKind for Job {
 /// #         const NAME: &'static str = "send_receipt";
 /// #         type Args = Args;
+/// #         type Output = ();
 /// #         const OPTIONS: jobs_core::JobOptions = jobs_core::JobOptions::DEFAULT;
 /// #     }
 /// #     pub async fn enqueue_in(
@@ -90,6 +91,7 @@ pub async fn enqueued<K: JobKind>(conn: &mut PgConnection) -> Result<Vec<K::Args
 /// #     impl jobs_core::JobKind for Job {
 /// #         const NAME: &'static str = "send_receipt";
 /// #         type Args = Args;
+/// #         type Output = ();
 /// #         const OPTIONS: jobs_core::JobOptions = jobs_core::JobOptions::DEFAULT;
 /// #     }
 /// #     pub async fn enqueue_in(
@@ -151,6 +153,7 @@ pub async fn assert_enqueued<K: JobKind>(conn: &mut PgConnection, args: &K::Args
 /// #     impl jobs_core::JobKind for Job {
 /// #         const NAME: &'static str = "send_receipt";
 /// #         type Args = Args;
+/// #         type Output = ();
 /// #         const OPTIONS: jobs_core::JobOptions = jobs_core::JobOptions::DEFAULT;
 /// #     }
 /// #     pub async fn enqueue_in(

@@ -63,6 +63,7 @@ pub enum RunJobError {
 /// #     impl jobs_core::JobKind for Job {
 /// #         const NAME: &'static str = "send_receipt";
 /// #         type Args = Args;
+/// #         type Output = ();
 /// #         const OPTIONS: jobs_core::JobOptions = jobs_core::JobOptions::DEFAULT;
 /// #     }
 /// # }

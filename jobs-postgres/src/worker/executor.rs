@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobs_core::{
-    decide, BoxFuture, Decision, InvocationError, JobContext, JobError, JobResult, RetryPolicy,
-    RunOutcome,
+    decide, Decision, EncodedOutput, HandlerFuture, InvocationError, JobContext, JobError,
+    RetryPolicy, RunOutcome,
 };
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio_util::task::AbortOnDropHandle;
@@ -35,7 +35,7 @@ enum RunEnd {
 /// `permit` (a slot of the queue) until the run is over.
 ///
 /// Returns what follows the run: the decision handed over or written, [`Decision::Complete`]
-/// when the job's own transaction completed it, `None` when a stop at once abandoned it.
+/// (with the output the transaction stored) when the job's own transaction completed it, `None` when a stop at once abandoned it.
 pub async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
@@ -59,9 +59,9 @@ pub async fn execute(
         .job_finished(&job.kind, &job.queue, outcome, started.elapsed());
     let decision = match next {
         Next::Write(decision) => decision,
-        Next::CompletedInTransaction => {
+        Next::CompletedInTransaction(output) => {
             drop(permit);
-            return Some(Decision::Complete);
+            return Some(Decision::Complete { output });
         }
         Next::Nothing => {
             // Stopped at once: the lease brings the job back.
@@ -99,8 +99,8 @@ pub async fn execute(
 enum Next {
     /// Write this decision.
     Write(Decision),
-    /// Write nothing: the job's transaction completed it.
-    CompletedInTransaction,
+    /// Write nothing: the job's transaction completed it, storing this output.
+    CompletedInTransaction(Option<EncodedOutput>),
     /// Write nothing: the worker stopped at once.
     Nothing,
 }
@@ -136,8 +136,8 @@ async fn run(
         shared.pool.clone(),
         Arc::downgrade(&shared.running),
         shared.abandoned.clone(),
-        job.id,
-        job.lease_token,
+        (job.id, job.lease_token),
+        registration.name,
     ));
     let context = JobContext::new(
         job.id,
@@ -171,7 +171,9 @@ async fn run(
     };
     let end = match (link.transaction_use(), end) {
         (TransactionUse::Completed, end) => {
-            if !matches!(end, RunEnd::Finished(RunOutcome::Completed)) {
+            // The output stored is the transaction's (`complete_with`); what the handler returned
+            // is not written again.
+            if !matches!(end, RunEnd::Finished(RunOutcome::Completed(_))) {
                 tracing::warn!(
                     "the job's transaction completed it, then the run did not end with Ok; the job stays done"
                 );
@@ -179,9 +181,12 @@ async fn run(
             tracing::debug!("done, in the job's own transaction");
             tracing::Span::current().record("outcome", OutcomeLabel::Done.as_str());
             shared.running.remove(job.id, job.lease_token);
-            return (OutcomeLabel::Done, Next::CompletedInTransaction);
+            return (
+                OutcomeLabel::Done,
+                Next::CompletedInTransaction(link.completed_output()),
+            );
         }
-        (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed)) => {
+        (TransactionUse::DroppedOpen, RunEnd::Finished(RunOutcome::Completed(_))) => {
             RunEnd::Finished(RunOutcome::Failed(JobError::permanent(DROPPED_OPEN)))
         }
         (_, end) => end,
@@ -193,7 +198,7 @@ async fn run(
             let requested = cancel_requested
                 .as_ref()
                 .is_some_and(|requested| *requested.borrow());
-            if requested && decision != Decision::Complete {
+            if requested && !matches!(decision, Decision::Complete { .. }) {
                 cancelled_by_request = true;
                 // The outcome's write makes the job cancelled (it keys on the request in the
                 // row, seen here or not); counted as what it becomes.
@@ -278,11 +283,7 @@ fn storable(decision: Decision) -> Decision {
 
 /// Runs the handler with [`run_caught`]; interrupted when shutdown's grace period ends, and
 /// abandoned on a stop at once (the handler's task is aborted in both cases).
-async fn run_guarded(
-    shared: &Shared,
-    future: BoxFuture<'static, JobResult>,
-    timeout: Option<Duration>,
-) -> RunEnd {
+async fn run_guarded(shared: &Shared, future: HandlerFuture, timeout: Option<Duration>) -> RunEnd {
     let mut interrupt = shared.interrupt.subscribe();
     let mut abandoned = shared.abandoned.clone();
     tokio::select! {
@@ -294,10 +295,7 @@ async fn run_guarded(
 
 /// Runs a handler's future on a task of its own, so that a panic is caught, within `timeout`
 /// (then the run counts as timed out). Dropping the returned future aborts the task.
-pub(crate) async fn run_caught(
-    future: BoxFuture<'static, JobResult>,
-    timeout: Option<Duration>,
-) -> RunOutcome {
+pub(crate) async fn run_caught(future: HandlerFuture, timeout: Option<Duration>) -> RunOutcome {
     let task = AbortOnDropHandle::new(tokio::spawn(future.instrument(tracing::Span::current())));
     let deadline = async {
         match timeout {
@@ -307,7 +305,7 @@ pub(crate) async fn run_caught(
     };
     tokio::select! {
         joined = task => match joined {
-            Ok(Ok(())) => RunOutcome::Completed,
+            Ok(Ok(output)) => RunOutcome::Completed(output),
             Ok(Err(error)) => RunOutcome::Failed(error),
             Err(join_error) if join_error.is_panic() => {
                 RunOutcome::Panicked(panic_message(join_error.into_panic()))
@@ -354,7 +352,7 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
 
 fn log_decision(decision: &Decision) {
     match decision {
-        Decision::Complete => tracing::debug!("done"),
+        Decision::Complete { .. } => tracing::debug!("done"),
         Decision::Retry { delay, error } => tracing::warn!(
             error.kind,
             error.message,

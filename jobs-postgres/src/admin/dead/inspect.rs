@@ -163,6 +163,9 @@ pub struct JobDetails {
     pub cancel_requested_by: Option<String>,
     /// Why, when they said.
     pub cancel_reason: Option<String>,
+    /// What it returned, as stored (JSON): present only when it is done with an output.
+    #[sqlx(json(nullable))]
+    pub output: Option<serde_json::Value>,
 }
 
 /// Job `id` with its whole error history, whatever its state; `None` when no such job exists
