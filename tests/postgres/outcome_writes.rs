@@ -238,6 +238,7 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
         .bind(vec![false; count])
         .bind(vec![None::<&str>; count])
         .bind(vec![None::<&str>; count])
+        .bind(vec![None::<&str>; count])
         .fetch_one(&db.pool)
         .await
         .unwrap();
