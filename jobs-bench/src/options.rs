@@ -13,6 +13,8 @@ pub struct Options {
     pub bulk_jobs: usize,
     /// Jobs drained per drain measurement.
     pub drain_jobs: usize,
+    /// Jobs in the batch of the batch-drain workload (and as many plain jobs beside it).
+    pub batch_jobs: usize,
     /// Concurrencies at which drains are measured.
     pub drain_concurrency: Vec<usize>,
     /// Jobs per raw claim in the batched ceiling.
@@ -74,6 +76,7 @@ impl Options {
             enqueue_connections: 4,
             bulk_jobs: 10_000,
             drain_jobs: 50_000,
+            batch_jobs: 100_000,
             drain_concurrency: vec![16, 64],
             raw_batch: 16,
             latency_jobs: 200,
@@ -91,6 +94,7 @@ impl Options {
             single_enqueues: 400,
             bulk_jobs: 10_000,
             drain_jobs: 10_000,
+            batch_jobs: 10_000,
             latency_jobs: 100,
             retained_rows: 100_000,
             hold_secs: 10,

@@ -1,5 +1,6 @@
 //! One module per workload; each measures the framework and its raw-SQL ceiling in the same run.
 
+pub mod batch;
 pub mod bulk;
 pub mod drain;
 pub mod enqueue;
@@ -37,5 +38,6 @@ macro_rules! workloads {
 }
 
 /// Every workload, in the order they run.
-pub const ALL: &[Workload] =
-    workloads![enqueue, bulk, drain, latency, growth, pressure, memory, outbox, stats, throughput];
+pub const ALL: &[Workload] = workloads![
+    enqueue, bulk, drain, batch, latency, growth, pressure, memory, outbox, stats, throughput
+];

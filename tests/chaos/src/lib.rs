@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use jobs::postgres::JobContextExt;
-use jobs::{job, JobContext, JobError, JobResult, State, WorkerConfig};
+use jobs::{job, Batch, JobContext, JobError, JobResult, State, WorkerConfig};
 use sqlx::PgPool;
 
 /// The queue every chaos job goes to.
@@ -22,7 +22,7 @@ pub const QUEUE: &str = "chaos";
 pub const APPLICATION_NAME: &str = "jobs-chaos-worker";
 
 /// The kinds the chaos worker runs.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     "chaos_job",
     "abort_process",
     "stale_then_fresh",
@@ -30,12 +30,18 @@ pub const KINDS: [&str; 7] = [
     "long_job",
     "effect_once",
     "chaos_tick",
+    BATCH_CALLBACK,
 ];
+
+/// The kind of the batch callback [`batch_ended`], which a worker started with
+/// `--batch-callbacks=0` does not run.
+pub const BATCH_CALLBACK: &str = "batch_ended";
 
 /// Creates the tables where chaos jobs record what they do: `runs`, one row per run (which job,
 /// which attempt, which process), `notices`, one row per job that saw its lease lost, and
 /// `effects`, the rows `effect_once` writes through transactional completion (deliberately
-/// without a unique constraint, so that a duplicate would show).
+/// without a unique constraint, so that a duplicate would show), and `callbacks`, one row per
+/// run of a batch's callback `batch_ended`, with the counts it read.
 pub const SCHEMA: &str = "
 CREATE TABLE runs (
     job_id     bigint      NOT NULL,
@@ -56,6 +62,16 @@ CREATE TABLE effects (
     job_id  bigint  NOT NULL,
     attempt integer NOT NULL,
     pid     integer NOT NULL
+);
+CREATE TABLE callbacks (
+    job_id     bigint      NOT NULL,
+    attempt    integer     NOT NULL,
+    pid        integer     NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    pending    bigint      NOT NULL,
+    done       bigint      NOT NULL,
+    dead       bigint      NOT NULL,
+    cancelled  bigint      NOT NULL
 )";
 
 /// Defines a chaos job that rides out faults: queue `chaos`, 25 attempts, backoff from 20 ms up
@@ -192,6 +208,29 @@ patient_job! {
     }
 }
 
+patient_job! {
+    /// A batch's callback: reads how its batch ended and records this run, with its attempt
+    /// and those counts, in `callbacks` (not in `runs`, which counts the members' runs).
+    pub async fn batch_ended(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+        let outcome = Batch::outcome(&ctx).await.map_err(JobError::transient)?;
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        sqlx::query(
+            "INSERT INTO callbacks (job_id, attempt, pid, pending, done, dead, cancelled)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(ctx.id())
+        .bind(i32::try_from(ctx.attempt()).unwrap_or(i32::MAX))
+        .bind(process_id())
+        .bind(count(outcome.pending))
+        .bind(count(outcome.done))
+        .bind(count(outcome.dead))
+        .bind(count(outcome.cancelled))
+        .execute(&*pool)
+        .await?;
+        Ok(())
+    }
+}
+
 /// Records its run: the job of the every-tick schedule (`--schedule-every-ms`).
 #[job(queue = "chaos", max_attempts = 3)]
 pub async fn chaos_tick(ctx: JobContext, pool: State<PgPool>) -> JobResult {
@@ -224,13 +263,16 @@ pub struct WorkerSettings {
     pub acquire_timeout: Duration,
     /// When set, schedules `chaos_tick` at this interval (`--schedule-every-ms`, 0 for none).
     pub schedule_every: Option<Duration>,
+    /// Whether the worker runs batch callbacks, [`BATCH_CALLBACK`] (`--batch-callbacks`, 1 or
+    /// 0): a worker killed to test batches runs only their members.
+    pub batch_callbacks: bool,
 }
 
 /// A command line the chaos worker cannot run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
     /// An argument is not `--name=value`, or the name is unknown.
-    #[error("unknown argument `{0}`: expected --name=value with a name from --database-url, --lease-ms, --heartbeat-ms, --rescue-ms, --poll-ms, --concurrency, --grace-ms, --reconnect-ms, --pool, --acquire-timeout-ms, --schedule-every-ms")]
+    #[error("unknown argument `{0}`: expected --name=value with a name from --database-url, --lease-ms, --heartbeat-ms, --rescue-ms, --poll-ms, --concurrency, --grace-ms, --reconnect-ms, --pool, --acquire-timeout-ms, --schedule-every-ms, --batch-callbacks")]
     Unknown(String),
     /// A value is not a number.
     #[error("`{name}` needs a whole number, not `{value}`")]
@@ -261,7 +303,17 @@ impl WorkerSettings {
             pool_size: 24,
             acquire_timeout: Duration::from_secs(5),
             schedule_every: None,
+            batch_callbacks: true,
         }
+    }
+
+    /// The kinds these settings run: [`KINDS`], without [`BATCH_CALLBACK`] when
+    /// `batch_callbacks` is off.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        KINDS
+            .into_iter()
+            .filter(|kind| self.batch_callbacks || *kind != BATCH_CALLBACK)
+            .collect()
     }
 
     /// The worker configuration these settings describe.
@@ -296,6 +348,7 @@ impl WorkerSettings {
                 "--schedule-every-ms={}",
                 self.schedule_every.map_or(0, |every| every.as_millis())
             ),
+            format!("--batch-callbacks={}", u8::from(self.batch_callbacks)),
         ]
     }
 
@@ -331,6 +384,7 @@ impl WorkerSettings {
                 "schedule-every-ms" => {
                     settings.schedule_every = Some(millis()?).filter(|every| !every.is_zero())
                 }
+                "batch-callbacks" => settings.batch_callbacks = number()? != 0,
                 _ => return Err(SettingsError::Unknown(arg)),
             }
         }
@@ -351,6 +405,7 @@ mod tests {
         settings.grace = Duration::from_millis(1500);
         settings.concurrency = 3;
         settings.schedule_every = Some(Duration::from_secs(1));
+        settings.batch_callbacks = false;
         assert_eq!(WorkerSettings::from_args(settings.to_args()), Ok(settings));
     }
 

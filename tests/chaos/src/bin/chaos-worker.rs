@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use jobs::{Schedule, Worker};
-use jobs_chaos::{WorkerSettings, APPLICATION_NAME, KINDS, QUEUE};
+use jobs_chaos::{WorkerSettings, APPLICATION_NAME, QUEUE};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::ConnectOptions;
 use tracing_subscriber::EnvFilter;
@@ -65,7 +65,7 @@ async fn run(settings: WorkerSettings) -> i32 {
         .acquire_timeout(settings.acquire_timeout)
         .connect_lazy_with(options);
     let mut builder = Worker::builder(pool.clone())
-        .kinds(KINDS)
+        .kinds(settings.kinds())
         .state(pool)
         .queue(QUEUE, settings.concurrency)
         .config(settings.worker_config());

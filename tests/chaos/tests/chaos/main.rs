@@ -9,6 +9,7 @@
 mod support;
 
 mod abort;
+mod batch_kill;
 mod exactly_once;
 mod exhaustion;
 mod kill;
