@@ -166,6 +166,11 @@ BEGIN
 END $$;
 
 -- What runs when a job with dependents or in a batch ends, or is re-opened.
+--
+-- A statement that ends many batch members at once (the workers' outcome writes) counts them
+-- itself, once per chunk, and says so by setting `jobs.members_counted` to 'statement' for its
+-- transaction before its first row: the members it ends are then not counted here one by one,
+-- and do not even call this function unless they have dependents.
 CREATE FUNCTION jobs_workflow_step() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     ended boolean := NEW.state IN ('done', 'dead', 'cancelled');
@@ -177,7 +182,8 @@ BEGIN
             PERFORM jobs_reopen_dependents(NEW.id);
         END IF;
     END IF;
-    IF NEW.batch_id IS NOT NULL THEN
+    IF NEW.batch_id IS NOT NULL
+       AND current_setting('jobs.members_counted', true) IS DISTINCT FROM 'statement' THEN
         UPDATE jobs_batch_chunks
         SET pending = pending + CASE WHEN ended THEN -1 ELSE 1 END,
             done = done + CASE WHEN ended AND NEW.state = 'done' THEN 1
@@ -194,7 +200,9 @@ END $$;
 CREATE TRIGGER jobs_workflow_step
     AFTER UPDATE OF state ON jobs_queue
     FOR EACH ROW
-    WHEN ((NEW.has_dependents OR NEW.batch_id IS NOT NULL)
+    WHEN ((NEW.has_dependents
+           OR (NEW.batch_id IS NOT NULL
+               AND current_setting('jobs.members_counted', true) IS DISTINCT FROM 'statement'))
           AND (NEW.state IN ('done', 'dead', 'cancelled')) <> (OLD.state IN ('done', 'dead', 'cancelled')))
     EXECUTE FUNCTION jobs_workflow_step();
 

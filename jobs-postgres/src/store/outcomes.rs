@@ -31,6 +31,13 @@ macro_rules! outcome_state {
 /// A job asked to stop (`cancel_requested_at` set, see `store::cancel`) whose run did not
 /// succeed is `cancelled` instead of being retried, snoozed, handed back or made dead; its
 /// error, if any, is kept in its history as usual.
+///
+/// Batch members that end here are counted by the statement itself, once per chunk of their
+/// batch (`members_ended`), rather than one by one by the row trigger `jobs_workflow_step`: the
+/// statement sets `jobs.members_counted` for its transaction before its first row, which the
+/// trigger's condition reads. The statement therefore runs in a transaction of its own (the
+/// completer runs it on the pool); a later statement of the same transaction would not count
+/// the members it ends.
 pub const RECORD_OUTCOMES: &str = concat!(
     "
 WITH recorded AS (
@@ -56,10 +63,27 @@ FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::
             $8::text[])
      AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error, output)
 WHERE j.id = o.id AND j.lease_token = o.lease_token
-RETURNING j.id, o.lease_token, j.state, j.schedule
+  AND (SELECT set_config('jobs.members_counted', 'statement', true)) IS NOT NULL
+RETURNING j.id, o.lease_token, j.state, j.schedule, j.batch_id
 ), schedule_succeeded AS (
     UPDATE jobs_schedules AS s SET last_success_at = now()
     WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
+), members_ended AS (
+    UPDATE jobs_batch_chunks AS c
+    SET pending = c.pending - ended.members,
+        done = c.done + ended.done,
+        dead = c.dead + ended.dead,
+        cancelled = c.cancelled + ended.cancelled
+    FROM (
+        SELECT batch_id, id / 64 AS chunk, count(*) AS members,
+               count(*) FILTER (WHERE state = 'done') AS done,
+               count(*) FILTER (WHERE state = 'dead') AS dead,
+               count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+        FROM recorded
+        WHERE batch_id IS NOT NULL AND state IN ('done', 'dead', 'cancelled')
+        GROUP BY batch_id, id / 64
+    ) AS ended
+    WHERE c.batch_id = ended.batch_id AND c.chunk = ended.chunk
 )
 SELECT id, lease_token FROM recorded"
 );
