@@ -44,3 +44,4 @@ mod unreachable;
 mod unwritable;
 mod worker_metrics;
 mod worker_start;
+mod workflow_ops;

@@ -33,6 +33,8 @@
 //!   records itself and refreshes the record every few seconds).
 //! - [`throughput`]: the runs ended per minute, queue and kind (done, retried, dead, cancelled)
 //!   over the last hours, from a small rollup the workers keep, not from the retained jobs.
+//! - [`workflow`]: the jobs connected to one through dependencies, with their states and
+//!   edges, and its batch; [`job_details`] names a job's prerequisites and dependents.
 //! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
 //!   batch at a time, one process at a time; every worker runs it (see
 //!   [`WorkerConfig::retention`]). Dead jobs and parked rows are never deleted automatically.
@@ -57,6 +59,7 @@ mod schedules;
 mod stats;
 mod throughput;
 mod workers;
+pub mod workflow;
 
 pub use cancel::{
     cancel, cancel_by_dedupe_key, cancel_matching, cancel_matching_batch, preview_cancel,
@@ -92,3 +95,7 @@ pub use stats::{
 };
 pub use throughput::{throughput, ThroughputPoint, MAX_THROUGHPUT_WINDOW};
 pub use workers::{live_workers, LiveWorker, WorkerQueue};
+pub use workflow::{
+    workflow, BlockingJob, Dependent, OpenBatch, Prerequisite, WaitingJob, Workflow, WorkflowJob,
+    DEFAULT_WORKFLOW_LIMIT, MAX_LISTED_LINKS, MAX_WORKFLOW_LIMIT, STUCK_LISTED,
+};

@@ -7,30 +7,104 @@ use sqlx::{FromRow, PgPool};
 /// Advisory lock key that lets one process prune at a time (`"jobs_ret"` as bytes).
 pub const RETENTION_LOCK_KEY: i64 = 0x6a6f_6273_5f72_6574;
 
+/// The states of a job that has not ended, as a SQL list.
+macro_rules! not_ended {
+    () => {
+        "('waiting', 'ready', 'running')"
+    };
+}
+
+/// Whether finished job `j` must be kept for its workflow: some dependent of it has not ended
+/// (it may read this job's output), or it is a member of a batch that has not ended or whose
+/// callback has not ended.
+///
+/// Each test is a probe per candidate, through primary keys, taken only for the rows it
+/// concerns (`has_dependents`, `batch_id`): `OFFSET 0` keeps the planner from turning an
+/// `EXISTS` into a hashed subplan, which would read every dependency (or every pending job)
+/// for each statement.
+macro_rules! kept_for_workflow {
+    () => {
+        concat!(
+            "(j.has_dependents AND EXISTS (
+                SELECT FROM jobs_dependencies AS e JOIN jobs_queue AS d ON d.id = e.dependent_id
+                WHERE e.prerequisite_id = j.id AND d.state IN ",
+            not_ended!(),
+            "
+                OFFSET 0))
+          OR (j.batch_id IS NOT NULL AND EXISTS (
+                SELECT FROM jobs_batches AS b
+                LEFT JOIN jobs_queue AS c ON c.id = b.callback_id
+                WHERE b.id = j.batch_id AND (b.ended_at IS NULL OR c.state IN ",
+            not_ended!(),
+            ")
+                OFFSET 0))"
+        )
+    };
+}
+
 /// Deletes up to `$2` done and cancelled jobs finished more than `$1` seconds ago, oldest
-/// first, if this statement gets the retention lock `$3`; dead jobs are never touched.
+/// first, if this statement gets the retention lock `$3`; dead jobs are never touched, nor jobs
+/// a workflow still needs: those with a dependent that has not ended, and members of a batch
+/// that has not ended or whose callback has not ended. The dependency rows of the deleted jobs
+/// (those naming them as the dependent) go with them.
 ///
 /// One statement, its own transaction: the lock is taken with `pg_try_advisory_xact_lock`
 /// first and released at commit, so only one process deletes at a time and none waits.
 /// Returns whether the lock was had, and how many done and cancelled jobs were deleted.
-pub const PRUNE_FINISHED: &str = "
+///
+/// Jobs kept for their workflow are examined again by every run until it has ended, one or two
+/// primary-key probes each.
+pub const PRUNE_FINISHED: &str = concat!(
+    "
 WITH retention_lock AS (
     SELECT pg_try_advisory_xact_lock($3) AS held
 ), deleted AS (
     DELETE FROM jobs_queue
     WHERE (SELECT held FROM retention_lock)
       AND id IN (
-        SELECT id FROM jobs_queue
-        WHERE state IN ('done', 'cancelled')
-          AND finished_at < now() - make_interval(secs => $1)
-        ORDER BY finished_at
+        SELECT j.id FROM jobs_queue AS j
+        WHERE j.state IN ('done', 'cancelled')
+          AND j.finished_at < now() - make_interval(secs => $1)
+          AND NOT (",
+    kept_for_workflow!(),
+    ")
+        ORDER BY j.finished_at
         LIMIT $2)
-    RETURNING state
+    RETURNING state, id, prerequisites_left IS NOT NULL AS dependent
+), dependencies AS (
+    DELETE FROM jobs_dependencies
+    WHERE dependent_id IN (SELECT id FROM deleted WHERE dependent)
 )
 SELECT (SELECT held FROM retention_lock) AS locked,
        count(*) FILTER (WHERE state = 'done') AS done,
        count(*) FILTER (WHERE state = 'cancelled') AS cancelled
-FROM deleted";
+FROM deleted"
+);
+
+/// Deletes up to `$2` batches (their `jobs_batches` row and their chunks) that ended more than
+/// `$1` seconds ago, whose callback is gone and of which no member remains, oldest first, if
+/// this statement gets the retention lock `$3`. Returns whether the lock was had, and how many
+/// batches were deleted.
+///
+/// A batch whose members or callback are kept (a dead member, say) is examined again by every
+/// run, two index probes.
+pub const PRUNE_BATCHES: &str = "
+WITH retention_lock AS (
+    SELECT pg_try_advisory_xact_lock($3) AS held
+), gone AS (
+    SELECT b.id FROM jobs_batches AS b
+    WHERE (SELECT held FROM retention_lock)
+      AND b.ended_at < now() - make_interval(secs => $1)
+      AND NOT EXISTS (SELECT FROM jobs_queue AS c WHERE c.id = b.callback_id OFFSET 0)
+      AND NOT EXISTS (SELECT FROM jobs_queue AS m WHERE m.batch_id = b.id OFFSET 0)
+    ORDER BY b.ended_at
+    LIMIT $2
+), chunks AS (
+    DELETE FROM jobs_batch_chunks WHERE batch_id IN (SELECT id FROM gone)
+), deleted AS (
+    DELETE FROM jobs_batches WHERE id IN (SELECT id FROM gone) RETURNING 1
+)
+SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";
 
 /// Deletes up to `$2` outbox rows published more than `$1` seconds ago, oldest first, if this
 /// statement gets the retention lock `$3`; pending and parked rows are never touched. Returns
@@ -52,19 +126,27 @@ WITH retention_lock AS (
 SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";
 
 /// What retention would delete now, changing nothing: done and cancelled jobs finished more than
-/// `$1` seconds ago, expired processed keys, and outbox rows published more than `$1` seconds ago
-/// (the selections of [`PRUNE_FINISHED`], [`PRUNE_PROCESSED_KEYS`] and
-/// [`PRUNE_PUBLISHED_OUTBOX`], without their batch limits).
-pub const COUNT_PRUNABLE: &str = "
-SELECT (SELECT count(*) FROM jobs_queue
-        WHERE state = 'done' AND finished_at < now() - make_interval(secs => $1)) AS done,
-       (SELECT count(*) FROM jobs_queue
-        WHERE state = 'cancelled' AND finished_at < now() - make_interval(secs => $1))
-           AS cancelled,
+/// `$1` seconds ago that no workflow needs, expired processed keys, and outbox rows published
+/// more than `$1` seconds ago (the selections of [`PRUNE_FINISHED`], [`PRUNE_PROCESSED_KEYS`]
+/// and [`PRUNE_PUBLISHED_OUTBOX`], without their batch limits).
+pub const COUNT_PRUNABLE: &str = concat!(
+    "
+SELECT prunable.done, prunable.cancelled,
        (SELECT count(*) FROM jobs_processed_keys WHERE expires_at <= now()) AS processed_keys,
        (SELECT count(*) FROM jobs_outbox
         WHERE state = 'published' AND published_at < now() - make_interval(secs => $1))
-           AS outbox";
+           AS outbox
+FROM (
+    SELECT count(*) FILTER (WHERE j.state = 'done') AS done,
+           count(*) FILTER (WHERE j.state = 'cancelled') AS cancelled
+    FROM jobs_queue AS j
+    WHERE j.state IN ('done', 'cancelled')
+      AND j.finished_at < now() - make_interval(secs => $1)
+      AND NOT (",
+    kept_for_workflow!(),
+    ")
+) AS prunable"
+);
 
 /// Deletes up to `$1` expired processed keys, if this statement gets the retention lock `$2`.
 /// Returns whether the lock was had, and how many keys were deleted.
@@ -127,6 +209,21 @@ pub(crate) async fn prune_finished(
     limit: i64,
 ) -> Result<PrunedJobs, sqlx::Error> {
     sqlx::query_as(PRUNE_FINISHED)
+        .bind(max_age.as_secs_f64())
+        .bind(limit)
+        .bind(RETENTION_LOCK_KEY)
+        .fetch_one(pool)
+        .await
+}
+
+/// Deletes up to `limit` batches that ended more than `max_age` ago and whose callback and
+/// members are gone, if the retention lock is free: [`PRUNE_BATCHES`].
+pub(crate) async fn prune_batches(
+    pool: &PgPool,
+    max_age: Duration,
+    limit: i64,
+) -> Result<PrunedRows, sqlx::Error> {
+    sqlx::query_as(PRUNE_BATCHES)
         .bind(max_age.as_secs_f64())
         .bind(limit)
         .bind(RETENTION_LOCK_KEY)

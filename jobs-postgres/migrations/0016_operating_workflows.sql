@@ -1,0 +1,8 @@
+-- Operating workflows: finding the batches `check` reports (open too long) and the batches
+-- retention removes (ended long ago), without reading every batch.
+
+-- Open batches, oldest first, for `check`.
+CREATE INDEX jobs_batches_open ON jobs_batches (created_at, id) WHERE ended_at IS NULL;
+
+-- Ended batches, by when they ended, for retention.
+CREATE INDEX jobs_batches_ended ON jobs_batches (ended_at) WHERE ended_at IS NOT NULL;
