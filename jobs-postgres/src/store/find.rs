@@ -184,17 +184,13 @@ pub const FIND_BY_DEDUPE_KEY: &str = page_of!(concat!(
         LIMIT $12"
 ));
 
-/// A page of the jobs of kind `$2`: waiting ones through the waiting index, ready ones through
-/// the ready index and running ones through
+/// A page of the jobs of kind `$2`: waiting ones through the waiting-kind index by id, ready
+/// ones through the ready index and running ones through
 /// the lease index (sorted: they are live), dead ones through the dead index by id, done and
 /// cancelled ones through the finished-kind index by id. Only the branches of the status asked
 /// for are read.
 pub const FIND_OF_KIND: &str = page_of!(concat!(
-    state_branch!(
-        "('waiting')",
-        "state = 'waiting' AND kind = $2 AND ($3::text IS NULL OR queue = $3)",
-        "id + 0 DESC"
-    ),
+    state_branch!("('waiting')", "state = 'waiting' AND kind = $2", "id DESC"),
     "
         UNION ALL",
     state_branch!(
