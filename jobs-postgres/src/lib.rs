@@ -72,7 +72,8 @@ pub mod __private {
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};
         pub use crate::store::retention::{
-            COUNT_PRUNABLE, PRUNE_BATCHES, PRUNE_FINISHED, PRUNE_PROCESSED_KEYS, RETENTION_LOCK_KEY,
+            COUNT_PRUNABLE, LOCK_PRUNABLE, PRUNE_BATCHES, PRUNE_FINISHED, PRUNE_PROCESSED_KEYS,
+            RETENTION_LOCK_KEY,
         };
         pub use crate::store::stats::{EXACT_RETAINED_BOUND, QUEUE_STATS, RETAINED_COUNTS};
         pub use crate::store::throughput::{ADD_THROUGHPUT, PRUNE_THROUGHPUT, THROUGHPUT};

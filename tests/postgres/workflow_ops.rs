@@ -454,3 +454,34 @@ async fn retention_keeps_a_batch_until_it_and_its_callback_have_ended() {
     assert_eq!((report.deleted(), report.batches), (1, 1));
     assert_eq!(batch_rows().await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_never_deletes_a_job_a_dependent_is_being_enqueued_after() {
+    let db = Db::new().await;
+    let charge = record_run::enqueue(&db.pool, "charge".into())
+        .await
+        .unwrap()
+        .id();
+    end(&db, charge, "done", 8).await;
+
+    // A refund enqueued after the old charge, in a transaction still open while retention runs:
+    // retention neither waits for it nor deletes the charge under it.
+    let mut tx = db.pool.begin().await.unwrap();
+    let refund = record_run::builder("refund".into())
+        .after([Dependency::on_job(charge)])
+        .enqueue_in(&mut tx)
+        .await
+        .unwrap()
+        .id();
+    let retention = Retention::new(db.pool.clone(), RetentionConfig::default()).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), retention.run_once())
+        .await
+        .expect("retention does not wait for the enqueue")
+        .unwrap();
+    assert_eq!(report.deleted(), 0);
+    tx.commit().await.unwrap();
+
+    assert_eq!(db.job(refund).await.state, "ready");
+    assert_eq!(prune(&db).await, 0);
+    assert!(exists(&db, charge).await);
+}

@@ -290,14 +290,29 @@ async fn every_workflow_statement_reads_through_indexes_on_a_million_rows() {
 
     // Retention: the prune of jobs probes their dependents and batches per candidate, the
     // prune of batches probes their callback and members.
+    let lock_prunable = explain_analyze(sql::LOCK_PRUNABLE);
+    let plan = assert_indexed(
+        &db,
+        "LOCK_PRUNABLE",
+        sqlx::query_scalar(&lock_prunable)
+            .bind(week)
+            .bind(1_000_i64)
+            .bind(lock),
+    )
+    .await;
+    let locked = plan_nodes(&plan)
+        .iter()
+        .find(|node| node["Node Type"] == "LockRows")
+        .and_then(|node| node["Actual Rows"].as_i64())
+        .expect("locked rows");
+    assert_eq!(locked, 1_000, "a full batch of the prunable jobs");
+    // The oldest thousand jobs: plain ones, prerequisites and batch members among them.
+    let oldest: Vec<i64> = (1..=1_000).collect();
     let prune = explain_analyze(sql::PRUNE_FINISHED);
     let plan = assert_indexed(
         &db,
         "PRUNE_FINISHED",
-        sqlx::query_scalar(&prune)
-            .bind(week)
-            .bind(1_000_i64)
-            .bind(lock),
+        sqlx::query_scalar(&prune).bind(&oldest),
     )
     .await;
     let deleted = plan_nodes(&plan)
@@ -305,7 +320,7 @@ async fn every_workflow_statement_reads_through_indexes_on_a_million_rows() {
         .find(|node| node["Node Type"] == "ModifyTable" && node["Relation Name"] == "jobs_queue")
         .and_then(|node| node["Actual Rows"].as_i64())
         .expect("deleted rows");
-    assert_eq!(deleted, 1_000, "a full batch of the prunable jobs");
+    assert_eq!(deleted, 1_000, "every prunable job of the batch");
     let batches = explain_analyze(sql::PRUNE_BATCHES);
     assert_indexed(
         &db,

@@ -12,7 +12,8 @@
 //! - [`check`]: turns those numbers into [`Violation`]s of [`HealthThresholds`] (by default: any
 //!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute, an outbox
 //!   row unpublished for over 5 minutes, any parked outbox row, due jobs that no live worker
-//!   can claim for over a minute).
+//!   can claim for over a minute, a job waiting for other jobs or a batch open for over an
+//!   hour).
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up

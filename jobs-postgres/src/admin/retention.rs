@@ -167,7 +167,7 @@ impl Retention {
             outbox: u64::try_from(outbox.deleted).unwrap_or(0),
             throughput: u64::try_from(throughput.deleted).unwrap_or(0),
             batches: u64::try_from(batches.deleted).unwrap_or(0),
-            more: jobs.done + jobs.cancelled >= limit
+            more: jobs.examined >= limit
                 || keys.deleted >= limit
                 || outbox.deleted >= limit
                 || throughput.deleted >= limit

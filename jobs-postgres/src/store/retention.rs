@@ -42,41 +42,58 @@ macro_rules! kept_for_workflow {
     };
 }
 
-/// Deletes up to `$2` done and cancelled jobs finished more than `$1` seconds ago, oldest
-/// first, if this statement gets the retention lock `$3`; dead jobs are never touched, nor jobs
-/// a workflow still needs: those with a dependent that has not ended, and members of a batch
-/// that has not ended or whose callback has not ended. The dependency rows of the deleted jobs
-/// (those naming them as the dependent) go with them.
+/// Locks up to `$2` done and cancelled jobs finished more than `$1` seconds ago, oldest first,
+/// that no workflow needs (see `kept_for_workflow!`), if this statement gets the retention lock
+/// `$3`; dead jobs are never selected. Rows another transaction has locked are skipped: an
+/// enqueue locks the jobs it is to run after until it commits. Returns whether the lock was
+/// had, and the ids locked (until the transaction ends), for [`PRUNE_FINISHED`].
+pub const LOCK_PRUNABLE: &str = concat!(
+    "
+WITH retention_lock AS (
+    SELECT pg_try_advisory_xact_lock($3) AS held
+)
+SELECT (SELECT held FROM retention_lock) AS locked,
+       ARRAY(
+           SELECT j.id FROM jobs_queue AS j
+           WHERE (SELECT held FROM retention_lock)
+             AND j.state IN ('done', 'cancelled')
+             AND j.finished_at < now() - make_interval(secs => $1)
+             AND NOT (",
+    kept_for_workflow!(),
+    ")
+           ORDER BY j.finished_at
+           LIMIT $2
+           FOR UPDATE OF j SKIP LOCKED) AS ids"
+);
+
+/// Deletes the done and cancelled jobs among `$1` (ids that [`LOCK_PRUNABLE`] locked in this
+/// transaction) that no workflow needs, judged again now: a dependent enqueued after one of
+/// them and committed since the lock was taken keeps it. The dependency rows of the deleted
+/// jobs (those naming them as the dependent) go with them. Returns how many done and cancelled
+/// jobs were deleted.
 ///
-/// One statement, its own transaction: the lock is taken with `pg_try_advisory_xact_lock`
-/// first and released at commit, so only one process deletes at a time and none waits.
-/// Returns whether the lock was had, and how many done and cancelled jobs were deleted.
+/// Locking first, then judging in a later statement, is what makes an enqueue and a prune
+/// meet: an enqueue that locked a job first makes the lock skip it; one that commits before the
+/// delete is seen by it; one that comes later waits for the prune to commit, then finds the job
+/// gone and refuses to depend on it.
 ///
 /// Jobs kept for their workflow are examined again by every run until it has ended, one or two
 /// primary-key probes each.
 pub const PRUNE_FINISHED: &str = concat!(
     "
-WITH retention_lock AS (
-    SELECT pg_try_advisory_xact_lock($3) AS held
-), deleted AS (
-    DELETE FROM jobs_queue
-    WHERE (SELECT held FROM retention_lock)
-      AND id IN (
-        SELECT j.id FROM jobs_queue AS j
-        WHERE j.state IN ('done', 'cancelled')
-          AND j.finished_at < now() - make_interval(secs => $1)
-          AND NOT (",
+WITH deleted AS (
+    DELETE FROM jobs_queue AS j
+    WHERE j.id = ANY($1::int8[])
+      AND j.state IN ('done', 'cancelled')
+      AND NOT (",
     kept_for_workflow!(),
     ")
-        ORDER BY j.finished_at
-        LIMIT $2)
-    RETURNING state, id, prerequisites_left IS NOT NULL AS dependent
+    RETURNING j.state, j.id, j.prerequisites_left IS NOT NULL AS dependent
 ), dependencies AS (
     DELETE FROM jobs_dependencies
     WHERE dependent_id IN (SELECT id FROM deleted WHERE dependent)
 )
-SELECT (SELECT held FROM retention_lock) AS locked,
-       count(*) FILTER (WHERE state = 'done') AS done,
+SELECT count(*) FILTER (WHERE state = 'done') AS done,
        count(*) FILTER (WHERE state = 'cancelled') AS cancelled
 FROM deleted"
 );
@@ -165,12 +182,13 @@ WITH retention_lock AS (
 )
 SELECT (SELECT held FROM retention_lock) AS locked, count(*) AS deleted FROM deleted";
 
-/// What [`PRUNE_FINISHED`] did: whether it had the retention lock, and the jobs it deleted.
-#[derive(FromRow)]
+/// What [`prune_finished`] did: whether it had the retention lock, the jobs it deleted, and
+/// how many it had locked to delete (a full batch means more may be waiting).
 pub(crate) struct PrunedJobs {
     pub(crate) locked: bool,
     pub(crate) done: i64,
     pub(crate) cancelled: i64,
+    pub(crate) examined: i64,
 }
 
 /// What a retention statement of keys or rows did: whether it had the lock, and how many it
@@ -201,19 +219,36 @@ pub(crate) async fn count_prunable(
         .await
 }
 
-/// Deletes up to `limit` done and cancelled jobs finished more than `max_age` ago, if the
-/// retention lock is free.
+/// Deletes up to `limit` done and cancelled jobs finished more than `max_age` ago that no
+/// workflow needs, if the retention lock is free: [`LOCK_PRUNABLE`], then [`PRUNE_FINISHED`],
+/// in one transaction.
 pub(crate) async fn prune_finished(
     pool: &PgPool,
     max_age: Duration,
     limit: i64,
 ) -> Result<PrunedJobs, sqlx::Error> {
-    sqlx::query_as(PRUNE_FINISHED)
+    let mut transaction = pool.begin().await?;
+    let (locked, ids): (bool, Vec<i64>) = sqlx::query_as(LOCK_PRUNABLE)
         .bind(max_age.as_secs_f64())
         .bind(limit)
         .bind(RETENTION_LOCK_KEY)
-        .fetch_one(pool)
-        .await
+        .fetch_one(&mut *transaction)
+        .await?;
+    let (done, cancelled): (i64, i64) = if ids.is_empty() {
+        (0, 0)
+    } else {
+        sqlx::query_as(PRUNE_FINISHED)
+            .bind(&ids)
+            .fetch_one(&mut *transaction)
+            .await?
+    };
+    transaction.commit().await?;
+    Ok(PrunedJobs {
+        locked,
+        done,
+        cancelled,
+        examined: i64::try_from(ids.len()).unwrap_or(i64::MAX),
+    })
 }
 
 /// Deletes up to `limit` batches that ended more than `max_age` ago and whose callback and
