@@ -84,6 +84,9 @@ pub(crate) async fn show(
                 (action_button(&console, &visitor, "/jobs/run-now", "Run now", &[("id", &id_text)]))
                 (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
             }
+            @if job.state == JobState::Waiting {
+                (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
+            }
             @if job.state == JobState::Running && job.cancel_requested_at.is_none() {
                 (action_button(&console, &visitor, "/jobs/cancel", "Ask to stop (cancel)", &[("id", &id_text), ("confirm", "yes")]))
             }

@@ -70,8 +70,9 @@ async fn a_job_page_links_its_prerequisites_dependents_and_workflow() {
             r#"<td><a href="/jobs/{ledger}">job {ledger}</a></td><td>update_ledger</td><td><span class="badge">waiting</span></td>"#
         ))
         .shows(&format!(r#"href="/jobs/{receipt}/workflow""#))
-        // A waiting job is not run now: it waits for its prerequisites.
-        .hides("Run now");
+        // A waiting job is not run now (it waits for its prerequisites), but may be cancelled.
+        .hides("Run now")
+        .shows(r#"<button type="submit">Cancel</button>"#);
     // A job outside any workflow has no such section.
     let [plain] = db.insert_all([jobs_testkit::JobRow::new("resize")]).await;
     client
@@ -105,4 +106,28 @@ async fn the_workflow_page_lists_every_connected_job_and_its_edges() {
         .get(&format!("/jobs/{ledger}/workflow?limit=0"))
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_job_from_its_page_moves_its_dependents_on() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    let (_, receipt, ledger) = chain(&db).await;
+    let id = receipt.to_string();
+    client.get(&format!("/jobs/{id}")).await.shows("Cancel");
+    let page = client
+        .post("/jobs/cancel", &[("id", &id), ("confirm", "yes")])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    client
+        .get(page.location.as_deref().unwrap())
+        .await
+        .shows("Cancelled 1 job")
+        .shows(">cancelled<");
+    // The ledger runs even if the receipt fails (`run`): it is ready now.
+    let state: String = sqlx::query_scalar("SELECT state FROM jobs_queue WHERE id = $1")
+        .bind(ledger)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "ready");
 }
