@@ -192,6 +192,10 @@ pub enum Command {
         /// old ready jobs.
         #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
         max_unserved_age: Duration,
+        /// Longest a job may wait for other jobs (its prerequisites, or its batch's members),
+        /// and a batch may stay open: longer is a stuck workflow.
+        #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration)]
+        max_waiting_age: Duration,
     },
 }
 
@@ -210,6 +214,19 @@ pub enum JobCommand {
     Show {
         /// The job's id.
         id: JobId,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the workflow of a job: the jobs connected to it through dependencies (its
+    /// prerequisites and dependents, transitively), each with its state and the jobs it runs
+    /// after, and the batch it is a member or the callback of.
+    Workflow {
+        /// The job's id.
+        id: JobId,
+        /// Most jobs listed.
+        #[arg(long, value_name = "N", default_value_t = jobs_postgres::admin::DEFAULT_WORKFLOW_LIMIT)]
+        limit: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -304,8 +321,8 @@ pub struct JobListArgs {
     /// Only jobs of this queue.
     #[arg(long)]
     pub queue: Option<String>,
-    /// Only jobs in this state: ready (due), scheduled (waiting for a later time), running,
-    /// done, dead or cancelled.
+    /// Only jobs in this state: waiting (for other jobs), ready (due), scheduled (waiting for a
+    /// later time), running, done, dead or cancelled.
     #[arg(long, value_name = "STATE")]
     pub state: Option<JobStatus>,
     /// Only jobs holding this dedupe key (needs --kind).

@@ -208,4 +208,5 @@ dl.facts dd { margin: 0; }
          border-radius: 8px; display: flex; flex-direction: column; gap: 10px; }
 .pager { margin-top: 12px; }
 svg.chart { display: block; }
+tr.current td { background: #eef2ff; }
 "#;

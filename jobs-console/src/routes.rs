@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use crate::actions;
 use crate::config::ConsoleConfig;
 use crate::html::style_sheet;
-use crate::pages::{dead, job, jobs, login, outbox, overview, schedules, workers};
+use crate::pages::{dead, job, jobs, login, outbox, overview, schedules, workers, workflow};
 use crate::problem::{self, Problem};
 use crate::schema_gate::require_schema;
 use crate::security;
@@ -26,6 +26,7 @@ pub fn router(pool: PgPool, config: ConsoleConfig) -> Router {
         .route("/", get(overview::show))
         .route("/jobs", get(jobs::show))
         .route("/jobs/{id}", get(job::show))
+        .route("/jobs/{id}/workflow", get(workflow::show))
         .route("/jobs/run-now", post(actions::jobs::run_now))
         .route("/jobs/cancel", post(actions::cancel::cancel))
         .route("/dead", get(dead::show))

@@ -256,7 +256,10 @@ pub async fn batch_outcome_by_id(pool: &PgPool, id: BatchId) -> Result<BatchOutc
         .ok_or(BatchError::NoSuchBatch { batch: id })
 }
 
-async fn batch_outcome(pool: &PgPool, which: BatchOf) -> Result<Option<BatchOutcome>, BatchError> {
+pub(crate) async fn batch_outcome(
+    pool: &PgPool,
+    which: BatchOf,
+) -> Result<Option<BatchOutcome>, BatchError> {
     let Some(counts) = batches::batch_counts(pool, which).await? else {
         return Ok(None);
     };

@@ -45,6 +45,10 @@ pub use worker::{Signal, Stopped, Worker, WorkerBuilder, WorkerConfig, WorkerErr
 pub mod __private {
     /// Statements, as the store runs them.
     pub mod sql {
+        pub use crate::store::batches::{
+            ADD_TO_CHUNKS, BATCH_COUNTS, CREATE_BATCH, FAILED_MEMBERS, LOCK_RUNNING_MEMBER,
+            OPEN_BATCH,
+        };
         pub use crate::store::cancel::{
             CANCEL_BY_DEDUPE_KEY, CANCEL_JOBS, CANCEL_MATCHING, COUNT_MATCHING,
         };
@@ -55,6 +59,9 @@ pub mod __private {
         pub use crate::store::dead::{
             COUNT_DEAD, DISCARD_DEAD, JOB_DETAILS, LIST_DEAD, PREVIEW_DISCARD_DEAD,
             PREVIEW_REPLAY_DEAD, REPLAY_DEAD,
+        };
+        pub use crate::store::dependencies::{
+            EXISTING_JOBS, INSERT_DEPENDENT_JOB, LOCK_PREREQUISITES,
         };
         pub use crate::store::enqueue::FIND_DEDUPE_HOLDERS;
         pub use crate::store::find::{
@@ -67,10 +74,14 @@ pub mod __private {
         pub use crate::store::outputs::READ_OUTPUT;
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};
-        pub use crate::store::retention::{PRUNE_PROCESSED_KEYS, RETENTION_LOCK_KEY};
+        pub use crate::store::retention::{
+            COUNT_PRUNABLE, LOCK_PRUNABLE, PRUNE_BATCHES, PRUNE_FINISHED, PRUNE_PROCESSED_KEYS,
+            RETENTION_LOCK_KEY,
+        };
         pub use crate::store::stats::{EXACT_RETAINED_BOUND, QUEUE_STATS, RETAINED_COUNTS};
         pub use crate::store::throughput::{ADD_THROUGHPUT, PRUNE_THROUGHPUT, THROUGHPUT};
         pub use crate::store::workers::{FORGET_WORKER, LIVE_WORKERS, RECORD_PRESENCE};
+        pub use crate::store::workflows::{LONGEST_OPEN_BATCHES, LONGEST_WAITING, WORKFLOW_JOBS};
         pub use crate::store::NOTIFY_CHANNEL;
     }
 

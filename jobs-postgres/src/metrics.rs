@@ -14,6 +14,7 @@
 //! | [`RESCUED_TOTAL`] | counter | `kind`, `queue`, `state` | expired leases rescued |
 //! | [`RESCUES_REFUSED_TOTAL`] | counter | `kind`, `queue` | expired leases the database refused to rescue |
 //! | [`OUTBOX_DUPLICATE_IDS_TOTAL`] | counter | | outbox rows parked: the broker held another message under their id |
+//! | [`WAITING`] | gauge | `kind`, `queue` | jobs waiting for other jobs (prerequisites, a batch) |
 //! | [`READY`] | gauge | `kind`, `queue` | due jobs waiting for a slot |
 //! | [`SCHEDULED`] | gauge | `kind`, `queue` | ready jobs whose `run_at` is ahead |
 //! | [`RUNNING`] | gauge | `kind`, `queue` | jobs a worker holds |
@@ -77,6 +78,10 @@ pub const RESCUES_REFUSED_TOTAL: &str = "jobs_rescues_refused_total";
 /// an alarm: something else publishes under the outbox's message ids.
 pub const OUTBOX_DUPLICATE_IDS_TOTAL: &str = "jobs_outbox_duplicate_ids_total";
 
+/// Gauge: jobs waiting for other jobs to end (their prerequisites, or the members of the batch
+/// whose callback they are), labelled `kind` and `queue`.
+pub const WAITING: &str = "jobs_waiting";
+
 /// Gauge: ready jobs that are due, waiting for a free slot, labelled `kind` and `queue`.
 pub const READY: &str = "jobs_ready";
 
@@ -115,7 +120,7 @@ pub const QUEUE_PAUSED_SECONDS: &str = "jobs_queue_paused_seconds";
 pub const LIVE_WORKERS: &str = "jobs_live_workers";
 
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
@@ -123,6 +128,7 @@ pub const ALL: [&str; 16] = [
     RESCUED_TOTAL,
     RESCUES_REFUSED_TOTAL,
     OUTBOX_DUPLICATE_IDS_TOTAL,
+    WAITING,
     READY,
     SCHEDULED,
     RUNNING,
@@ -271,6 +277,11 @@ pub fn describe() {
         OUTBOX_DUPLICATE_IDS_TOTAL,
         Unit::Count,
         "Outbox rows parked because the broker already held a different message under their message id."
+    );
+    describe_gauge!(
+        WAITING,
+        Unit::Count,
+        "Jobs waiting for other jobs to end (prerequisites, or a batch's members), by kind and queue."
     );
     describe_gauge!(
         READY,

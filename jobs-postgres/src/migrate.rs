@@ -66,6 +66,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(13, "job_search", "0013_job_search.sql"),
     migration!(14, "outputs", "0014_outputs.sql"),
     migration!(15, "workflows", "0015_workflows.sql"),
+    migration!(16, "operating_workflows", "0016_operating_workflows.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use jobs::admin::{self, Counts, RetainedCounts, EXACT_RETAINED_BOUND};
 use jobs::postgres::__private::sql;
 
-use jobs_testkit::RowState::{self, Cancelled, Dead, Done, Ready, Running};
+use jobs_testkit::RowState::{self, Cancelled, Dead, Done, Ready, Running, Waiting};
 use jobs_testkit::{hours, minutes, JobRow};
 
 use crate::plans::{
@@ -184,6 +184,7 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
         email(Ready).count(20),
         resize(Running).count(4),
         resize(Dead).count(3),
+        resize(Waiting).count(7),
     ])
     .await;
     db.execute("ANALYZE jobs_queue").await;
@@ -200,7 +201,12 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
     // Only the live states' partial indexes are read.
     assert_reads_just(
         &indexes,
-        &["jobs_queue_ready", "jobs_queue_leases", "jobs_queue_dead"],
+        &[
+            "jobs_queue_waiting",
+            "jobs_queue_ready",
+            "jobs_queue_leases",
+            "jobs_queue_dead",
+        ],
     );
 
     // The exact count of finished jobs, were it run on this table (never analyzed, say), stops
@@ -237,6 +243,7 @@ async fn the_stats_plan_on_a_million_done_rows_reads_only_the_live_indexes() {
         "done is estimated near 1,000,000: {done}"
     );
     assert_eq!(stats.total().ready, 20);
+    assert_eq!(stats.total().waiting, 7);
 
     // Timed, not asserted: shows what polling costs (run with --nocapture to see it).
     let mut times = Vec::new();

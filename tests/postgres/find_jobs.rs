@@ -13,7 +13,7 @@ use jobs::JobId;
 use serde_json::Value;
 use sqlx::PgPool;
 
-use jobs_testkit::RowState::{Cancelled, Dead, Done, Running};
+use jobs_testkit::RowState::{Cancelled, Dead, Done, Running, Waiting};
 use jobs_testkit::{hours, minutes, JobRow};
 
 use crate::plans::{
@@ -424,7 +424,7 @@ impl Shape {
             sql::FIND_OF_KIND
         } else if matches!(
             self.status,
-            Some("ready" | "scheduled" | "running" | "dead")
+            Some("waiting" | "ready" | "scheduled" | "running" | "dead")
         ) {
             sql::FIND_LIVE
         } else {
@@ -533,6 +533,7 @@ async fn every_search_shape_reads_a_bounded_number_of_rows_among_a_million_retai
         JobRow::new("resize").due_in(hours(1)).count(500),
         JobRow::new("resize").state(Running).count(16),
         JobRow::new("resize").state(Dead).count(300),
+        JobRow::new("resize").state(Waiting).count(200),
         JobRow::new("send_receipt").state(Done).count(40),
         JobRow::new("send_receipt").state(Cancelled).count(5),
         JobRow::new("send_receipt").dedupe("order:7", "retained"),
@@ -618,6 +619,13 @@ async fn every_search_shape_reads_a_bounded_number_of_rows_among_a_million_retai
             "dead",
             Shape {
                 status: Some("dead"),
+                ..Shape::default()
+            },
+        ),
+        (
+            "waiting",
+            Shape {
+                status: Some("waiting"),
                 ..Shape::default()
             },
         ),
@@ -714,6 +722,14 @@ async fn every_search_shape_reads_a_bounded_number_of_rows_among_a_million_retai
             },
         ),
         (
+            "a kind, waiting",
+            Shape {
+                kind: Some("resize"),
+                status: Some("waiting"),
+                ..Shape::default()
+            },
+        ),
+        (
             "a kind in a queue",
             Shape {
                 kind: Some("big"),
@@ -796,7 +812,7 @@ async fn every_search_shape_reads_a_bounded_number_of_rows_among_a_million_retai
         ),
     ];
     // The live jobs a state's index holds: what a sorted branch may read whole.
-    let live = 2_000 + 500 + 16 + 300;
+    let live = 2_000 + 500 + 16 + 300 + 200;
     let read_by_shape = rows_read_by_shape(&db, shapes, live).await;
     // Where an index leads straight to the matches, a page reads about what it shows (an index
     // entry, then the row): the jobs of a rare kind, or a dedupe key's, are not looked for among

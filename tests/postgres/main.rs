@@ -45,3 +45,5 @@ mod unreachable;
 mod unwritable;
 mod worker_metrics;
 mod worker_start;
+mod workflow_ops;
+mod workflow_plans;

@@ -221,6 +221,7 @@ async fn gauges_of_a_kind_without_live_jobs_go_back_to_zero() {
             queue: QUEUE.into(),
             kind: "send_receipt".into(),
             counts: Counts {
+                waiting: 3,
                 ready: 4,
                 dead: 2,
                 oldest_ready_age: Some(Duration::from_millis(1500)),
@@ -229,6 +230,7 @@ async fn gauges_of_a_kind_without_live_jobs_go_back_to_zero() {
         }],
         ..Stats::default()
     });
+    assert_eq!(recorded.gauge(names::WAITING, &labels), Some(3.0));
     assert_eq!(recorded.gauge(names::READY, &labels), Some(4.0));
     assert_eq!(recorded.gauge(names::DEAD, &labels), Some(2.0));
     assert_eq!(
@@ -237,7 +239,12 @@ async fn gauges_of_a_kind_without_live_jobs_go_back_to_zero() {
     );
 
     gauges.publish(&Stats::default());
-    for name in [names::READY, names::DEAD, names::OLDEST_READY_AGE_SECONDS] {
+    for name in [
+        names::WAITING,
+        names::READY,
+        names::DEAD,
+        names::OLDEST_READY_AGE_SECONDS,
+    ] {
         assert_eq!(recorded.gauge(name, &labels), Some(0.0), "{name}");
     }
 }

@@ -124,6 +124,18 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
             .map_or_else(String::new, |reason| format!(": {reason}"));
         field("cancel asked", &format!("{at} by {by}{reason}"));
     }
+    if let Some(batch) = job.batch_id {
+        field("batch", &format!("member of batch {batch}"));
+    }
+    if let Some(batch) = job.callback_of {
+        field("batch", &format!("callback of batch {batch}"));
+    }
+    if let Some(prerequisite) = job.cancelled_by_prerequisite {
+        field(
+            "cancelled by",
+            &format!("prerequisite job {prerequisite} failing"),
+        );
+    }
     field("payload", &job.payload.to_string());
     if let Some(output) = &job.output {
         field("output", &output.to_string());
@@ -138,7 +150,48 @@ pub async fn show(pool: &PgPool, id: JobId, json: bool) -> Result<Report, CliErr
             shown(&error.error)
         ));
     }
+    text.push_str(&links_text(&job));
     Ok(Report::success(text))
+}
+
+/// The jobs a job runs after and the jobs that run after it, one per line; nothing for a job
+/// with neither.
+fn links_text(job: &JobDetails) -> String {
+    let mut text = String::new();
+    if !job.prerequisites.is_empty() {
+        text.push_str(&format!("runs after ({}):\n", job.prerequisites.len()));
+        for prerequisite in &job.prerequisites {
+            let what = match (&prerequisite.kind, prerequisite.state) {
+                (Some(kind), Some(state)) => format!("{} {state}", shown(kind)),
+                _ => "gone".to_owned(),
+            };
+            text.push_str(&format!(
+                "  job {} {what} (on failure: {})\n",
+                prerequisite.id,
+                prerequisite.on_failure.as_str()
+            ));
+        }
+    }
+    if job.dependent_count > 0 {
+        text.push_str(&format!("runs before ({}):\n", job.dependent_count));
+        for dependent in &job.dependents {
+            text.push_str(&format!(
+                "  job {} {} {}\n",
+                dependent.id,
+                shown(&dependent.kind),
+                dependent.state
+            ));
+        }
+        let listed = i64::try_from(job.dependents.len()).unwrap_or(i64::MAX);
+        if job.dependent_count > listed {
+            text.push_str(&format!(
+                "  ... and {} more (`jobs job workflow {}` lists them)\n",
+                job.dependent_count - listed,
+                job.id
+            ));
+        }
+    }
+    text
 }
 
 /// `dead replay`: replays the selection, or with `--dry-run` shows what a replay would do.
@@ -411,6 +464,21 @@ fn details_json(job: &JobDetails) -> Value {
         "cancel_reason": job.cancel_reason,
         "output": job.output,
         "errors": job.errors.iter().map(attempt_json).collect::<Vec<_>>(),
+        "prerequisites": job.prerequisites.iter().map(|prerequisite| json!({
+            "id": prerequisite.id,
+            "kind": prerequisite.kind,
+            "state": prerequisite.state.map(|state| state.as_str()),
+            "on_failure": prerequisite.on_failure.as_str(),
+        })).collect::<Vec<_>>(),
+        "dependents": job.dependents.iter().map(|dependent| json!({
+            "id": dependent.id,
+            "kind": dependent.kind,
+            "state": dependent.state.as_str(),
+        })).collect::<Vec<_>>(),
+        "dependent_count": job.dependent_count,
+        "batch_id": job.batch_id,
+        "callback_of": job.callback_of,
+        "cancelled_by_prerequisite": job.cancelled_by_prerequisite,
     })
 }
 

@@ -14,6 +14,7 @@ mod serve;
 mod stats;
 mod throughput;
 mod workers;
+mod workflow;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -111,6 +112,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Job { command } => match command {
             JobCommand::List(args) => job::list(&pool, &args).await,
             JobCommand::Show { id, json } => dead::show(&pool, id, json).await,
+            JobCommand::Workflow { id, limit, json } => {
+                workflow::show(&pool, id, limit, json).await
+            }
             JobCommand::RunNow { ids, json } => job::run_now(&pool, &ids, json).await,
             JobCommand::Cancel(args) => job::cancel(&pool, args).await,
         },
@@ -145,6 +149,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             max_parked,
             max_paused,
             max_unserved_age,
+            max_waiting_age,
         } => {
             let thresholds = jobs_postgres::admin::HealthThresholds {
                 max_dead,
@@ -155,6 +160,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 max_parked,
                 max_paused,
                 max_unserved_age,
+                max_waiting_age,
             };
             check::run(&pool, &thresholds).await
         }

@@ -153,6 +153,7 @@ fn jobs_table(stats: &Stats) -> String {
     let mut table = Table::new(&[
         ("QUEUE", Align::Left),
         ("KIND", Align::Left),
+        ("WAITING", Align::Right),
         ("READY", Align::Right),
         ("SCHEDULED", Align::Right),
         ("RUNNING", Align::Right),
@@ -194,6 +195,7 @@ fn cells(queue: &str, kind: &str, counts: &Counts, retained: RetainedCounts) -> 
     vec![
         queue.to_owned(),
         kind.to_owned(),
+        counts.waiting.to_string(),
         counts.ready.to_string(),
         counts.scheduled.to_string(),
         counts.running.to_string(),
@@ -271,6 +273,7 @@ fn to_json(stats: &Stats) -> Value {
 fn counts_json(counts: &Counts, retained: RetainedCounts) -> Value {
     let retained_count = |count: u64| (retained != RetainedCounts::Unknown).then_some(count);
     json!({
+        "waiting": counts.waiting,
         "ready": counts.ready,
         "scheduled": counts.scheduled,
         "running": counts.running,

@@ -138,8 +138,8 @@ async fn job_list_refuses_bad_input_in_one_line() {
             "jobs: invalid value 'x1' for '--after <CURSOR>': invalid cursor",
         ),
         (
-            vec!["--state", "waiting"],
-            "jobs: invalid value 'waiting' for '--state <STATE>': unknown job status",
+            vec!["--state", "sleeping"],
+            "jobs: invalid value 'sleeping' for '--state <STATE>': unknown job status",
         ),
         (
             vec!["--since", "yesterday"],

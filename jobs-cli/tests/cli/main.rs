@@ -18,3 +18,4 @@ mod serve;
 mod stats;
 mod trigger;
 mod workers;
+mod workflow;

@@ -33,15 +33,15 @@ async fn stats_prints_a_table_per_queue_and_kind() {
     let lines = run.lines();
     assert_eq!(
         lines[0],
-        "QUEUE    KIND        READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY"
+        "QUEUE    KIND        WAITING  READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY"
     );
     assert_eq!(
         lines[1],
-        "default  resize          0          0        0        0     2     7          0  -"
+        "default  resize            0      0          0        0        0     2     7          0  -"
     );
     assert!(
         lines[2].starts_with(
-            "email    send_email      3          2        1        0     0     0          0  1m3"
+            "email    send_email        0      3          2        1        0     0     0          0  1m3"
         ),
         "{}",
         run.stdout
@@ -63,8 +63,8 @@ async fn stats_right_after_a_first_run_shows_the_finished_jobs() {
     assert_eq!(
         db.jobs(&["stats"]).await.success().lines(),
         [
-            "QUEUE  KIND        READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
-            "email  send_email      0          0        0        0     0     4          1  -",
+            "QUEUE  KIND        WAITING  READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
+            "email  send_email        0      0          0        0        0     0     4          1  -",
             "",
             "workers: none live",
         ]
@@ -78,8 +78,8 @@ async fn stats_mark_estimates_and_say_when_there_is_none() {
     assert_eq!(
         db.jobs(&["stats"]).await.success().lines(),
         [
-            "QUEUE    KIND    READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
-            "default  resize      0          0        0        0     0     ?          ?  -",
+            "QUEUE    KIND    WAITING  READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE  CANCELLED  OLDEST READY",
+            "default  resize        0      0          0        0        0     0     ?          ?  -",
             "? more than 10000 done and cancelled jobs, and no estimate yet: the table has not been \
              analyzed (`ANALYZE jobs_queue`), or this role does not own it",
             "",
@@ -96,8 +96,8 @@ async fn stats_mark_estimates_and_say_when_there_is_none() {
     assert_eq!(
         lines[..2],
         [
-            "QUEUE    KIND    READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE~  CANCELLED~  OLDEST READY",
-            "default  resize      0          0        0        0     0  10001           0  -",
+            "QUEUE    KIND    WAITING  READY  SCHEDULED  RUNNING  EXPIRED  DEAD  DONE~  CANCELLED~  OLDEST READY",
+            "default  resize        0      0          0        0        0     0  10001           0  -",
         ]
     );
     assert!(

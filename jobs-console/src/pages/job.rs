@@ -4,7 +4,8 @@
 use axum::extract::{Path, Query, State};
 use axum::Extension;
 use jobs_core::JobId;
-use jobs_postgres::admin::{self, JobState};
+use jobs_core::OnFailure;
+use jobs_postgres::admin::{self, JobDetails, JobState};
 use maud::{html, Markup};
 
 use crate::html::{action_button, notice, page, payload, Nav};
@@ -66,10 +67,25 @@ pub(crate) async fn show(
                     @if let Some(reason) = &job.cancel_reason { ": " (reason) }
                 }
             }
+            @if let Some(prerequisite) = job.cancelled_by_prerequisite {
+                dt { "Cancelled by" } dd id="cancelled-by" {
+                    "prerequisite " a href=(config.href(&format!("/jobs/{prerequisite}"))) { "job " (prerequisite) }
+                    @if let Some(reason) = &job.cancel_reason { " (" (reason) ")" }
+                }
+            }
+            @if let Some(batch) = job.batch_id {
+                dt { "Batch" } dd id="batch" { "member of batch " (batch) }
+            }
+            @if let Some(batch) = job.callback_of {
+                dt { "Batch" } dd id="batch" { "callback of batch " (batch) }
+            }
         }
         div class="actions" {
             @if job.state == JobState::Ready {
                 (action_button(&console, &visitor, "/jobs/run-now", "Run now", &[("id", &id_text)]))
+                (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
+            }
+            @if job.state == JobState::Waiting {
                 (action_button(&console, &visitor, "/jobs/cancel", "Cancel", &[("id", &id_text), ("confirm", "yes")]))
             }
             @if job.state == JobState::Running && job.cancel_requested_at.is_none() {
@@ -80,6 +96,7 @@ pub(crate) async fn show(
                 (action_button(&console, &visitor, "/dead/discard", "Discard", &[("id", &id_text)]))
             }
         }
+        (workflow_links(&console, &job))
         h2 { "Payload" }
         (payload(&console, &job.payload))
         @if let Some(output) = &job.output {
@@ -112,4 +129,52 @@ pub(crate) async fn show(
         &format!("Job {id}"),
         body,
     ))
+}
+
+/// The jobs `job` runs after and the jobs that run after it, as links, and a link to its
+/// workflow; nothing for a job outside any workflow.
+fn workflow_links(console: &Console, job: &JobDetails) -> Markup {
+    let config = &console.config;
+    let in_workflow = !job.prerequisites.is_empty()
+        || job.dependent_count > 0
+        || job.batch_id.is_some()
+        || job.callback_of.is_some();
+    html! {
+        @if in_workflow {
+            h2 { "Workflow" }
+            p { a id="workflow" href=(config.href(&format!("/jobs/{}/workflow", job.id))) { "Every job of its workflow" } }
+            @if !job.prerequisites.is_empty() {
+                table id="prerequisites" {
+                    thead { tr { th { "Runs after" } th { "Kind" } th { "State" } th { "If it fails" } } }
+                    tbody {
+                        @for prerequisite in &job.prerequisites {
+                            tr {
+                                td { a href=(config.href(&format!("/jobs/{}", prerequisite.id))) { "job " (prerequisite.id) } }
+                                td { (prerequisite.kind.as_deref().unwrap_or("–")) }
+                                td { span class="badge" { (prerequisite.state.map_or("gone", JobState::as_str)) } }
+                                td { (match prerequisite.on_failure { OnFailure::Cancel => "cancel this job", OnFailure::Run => "run all the same" }) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if job.dependent_count > 0 {
+                table id="dependents" {
+                    thead { tr { th { "Runs before" } th { "Kind" } th { "State" } } }
+                    tbody {
+                        @for dependent in &job.dependents {
+                            tr {
+                                td { a href=(config.href(&format!("/jobs/{}", dependent.id))) { "job " (dependent.id) } }
+                                td { (dependent.kind) }
+                                td { span class="badge" { (dependent.state.as_str()) } }
+                            }
+                        }
+                    }
+                }
+                @if job.dependent_count > i64::try_from(job.dependents.len()).unwrap_or(i64::MAX) {
+                    p class="muted" { (job.dependent_count) " in all: the workflow view lists them." }
+                }
+            }
+        }
+    }
 }

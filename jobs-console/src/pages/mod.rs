@@ -8,6 +8,7 @@ pub(crate) mod outbox;
 pub(crate) mod overview;
 pub(crate) mod schedules;
 pub(crate) mod workers;
+pub(crate) mod workflow;
 
 use serde::Deserialize;
 

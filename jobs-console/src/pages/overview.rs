@@ -119,7 +119,7 @@ fn queues_table(
             table id="queues" {
                 thead { tr {
                     th { "Queue" } th class="num" { "Ready" } th class="num" { "Scheduled" }
-                    th class="num" { "Running" } th class="num" { "Expired leases" }
+                    th class="num" { "Waiting" } th class="num" { "Running" } th class="num" { "Expired leases" }
                     th class="num" { "Dead" } th { "Oldest ready" } th { "State" }
                     th { "Ended per minute, last hour" } th {}
                 } }
@@ -130,6 +130,7 @@ fn queues_table(
                             td { (queue) }
                             td class="num" { (counts.ready) }
                             td class="num" { (counts.scheduled) }
+                            td class="num" { (counts.waiting) }
                             td class="num" { (counts.running) }
                             td class="num" { (counts.expired_leases) }
                             td class="num" {
@@ -191,7 +192,8 @@ fn kinds_table(console: &Console, stats: &Stats) -> Markup {
             table id="kinds" {
                 thead { tr {
                     th { "Kind" } th { "Queue" } th class="num" { "Ready" }
-                    th class="num" { "Scheduled" } th class="num" { "Running" }
+                    th class="num" { "Scheduled" } th class="num" { "Waiting" }
+                    th class="num" { "Running" }
                     th class="num" { "Dead" } th { "Oldest ready" }
                 } }
                 tbody {
@@ -201,6 +203,7 @@ fn kinds_table(console: &Console, stats: &Stats) -> Markup {
                             td { (kind.queue) }
                             td class="num" { (kind.counts.ready) }
                             td class="num" { (kind.counts.scheduled) }
+                            td class="num" { (kind.counts.waiting) }
                             td class="num" { (kind.counts.running) }
                             td class="num" {
                                 @if kind.counts.dead > 0 {

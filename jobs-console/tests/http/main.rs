@@ -6,6 +6,7 @@ mod client;
 mod pages;
 mod problems;
 mod security;
+mod workflow;
 
 use jobs_console::{router, ConsoleConfig};
 use jobs_testkit::Db;

@@ -14,7 +14,7 @@
 //! - by kind, with or without a status: the kind's jobs in the partial index of each state
 //!   asked for, by id (done and cancelled ones through an index of their own), at most
 //!   [`MAX_EXAMINED`] entries of each, then the rows the page shows;
-//! - by a live status (`ready`, `scheduled`, `running`, `dead`), with or without a kind: that
+//! - by a live status (`waiting`, `ready`, `scheduled`, `running`, `dead`), with or without a kind: that
 //!   state's partial index, read whole and sorted by id, then the rows the page shows; its cost
 //!   follows the live jobs of that state (a backlog of 300,000 ready jobs takes a few hundred
 //!   milliseconds a page), as the claims' and [`stats`](super::stats) do, never the retained
@@ -54,6 +54,8 @@ pub const MAX_ERROR_TEXT_LEN: usize = 1_000;
 /// and those waiting for a later time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JobStatus {
+    /// Waiting for other jobs to end (its prerequisites, or the members of its batch).
+    Waiting,
     /// Due, waiting for a worker.
     Ready,
     /// Ready but waiting for its later `run_at`: a retry backing off, a delayed job.
@@ -70,7 +72,8 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status, in a job's life order.
-    pub const ALL: [JobStatus; 6] = [
+    pub const ALL: [JobStatus; 7] = [
+        JobStatus::Waiting,
         JobStatus::Ready,
         JobStatus::Scheduled,
         JobStatus::Running,
@@ -79,9 +82,10 @@ impl JobStatus {
         JobStatus::Cancelled,
     ];
 
-    /// Its name: `ready`, `scheduled`, `running`, `done`, `dead` or `cancelled`.
+    /// Its name: `waiting`, `ready`, `scheduled`, `running`, `done`, `dead` or `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobStatus::Waiting => "waiting",
             JobStatus::Ready => "ready",
             JobStatus::Scheduled => "scheduled",
             JobStatus::Running => "running",
@@ -101,7 +105,7 @@ impl fmt::Display for JobStatus {
 /// A status name [`JobStatus::from_str`] does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown job status `{0}`: expected one of ready, scheduled, running, done, dead, cancelled"
+    "unknown job status `{0}`: expected one of waiting, ready, scheduled, running, done, dead, cancelled"
 )]
 pub struct UnknownStatus(String);
 

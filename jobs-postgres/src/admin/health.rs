@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::{HumanDuration, Stats};
+use jobs_core::JobId;
+
+use super::{BlockingJob, HumanDuration, Stats};
 
 /// What counts as unhealthy. The defaults are what `jobs check` alerts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,12 @@ pub struct HealthThresholds {
     /// under. Such jobs are reported that way instead of as [`Violation::ReadyTooOld`]. Paused
     /// queues are not judged: the pause is their alert.
     pub max_unserved_age: Duration,
+    /// Longest a job may wait for other jobs (its prerequisites, or its batch's members), and
+    /// a batch may stay open. Default 1 hour: longer means a workflow is stuck behind a job
+    /// that keeps failing, or that no worker runs. Judged on the
+    /// [`STUCK_LISTED`](super::STUCK_LISTED) longest waiting jobs and open batches
+    /// ([`Stats::longest_waiting`], [`Stats::longest_open_batches`]).
+    pub max_waiting_age: Duration,
 }
 
 impl Default for HealthThresholds {
@@ -50,6 +58,7 @@ impl Default for HealthThresholds {
             max_parked: 0,
             max_paused: Duration::from_secs(60 * 60),
             max_unserved_age: Duration::from_secs(60),
+            max_waiting_age: Duration::from_secs(60 * 60),
         }
     }
 }
@@ -166,6 +175,38 @@ pub enum Violation {
         /// The threshold.
         max: Duration,
     },
+    /// A job has waited for other jobs longer than [`HealthThresholds::max_waiting_age`].
+    WorkflowStuck {
+        /// The waiting job.
+        job: JobId,
+        /// Its kind.
+        kind: String,
+        /// Its queue.
+        queue: String,
+        /// How long it has waited.
+        waiting_for: Duration,
+        /// The prerequisite it still waits for (the first by id); `None` for a batch's
+        /// callback, which waits for the batch.
+        waits_for: Option<BlockingJob>,
+        /// The batch whose callback it is, if it is one.
+        callback_of: Option<i64>,
+        /// The threshold.
+        max: Duration,
+    },
+    /// A batch has stayed open (members pending) longer than
+    /// [`HealthThresholds::max_waiting_age`].
+    BatchOpen {
+        /// The batch.
+        batch: i64,
+        /// Its callback, if any.
+        callback: Option<JobId>,
+        /// How long it has been open.
+        open_for: Duration,
+        /// Its members not ended yet.
+        pending: u64,
+        /// The threshold.
+        max: Duration,
+    },
 }
 
 /// Ticks since a schedule's last success, with their grace passed, from which it is reported as
@@ -174,8 +215,8 @@ pub const MISSING_AFTER_TICKS: usize = 2;
 
 impl Violation {
     /// A short, stable name of the threshold crossed: `dead`, `ready_age`, `expired_leases`,
-    /// `schedule_missing`, `outbox_age`, `outbox_parked`, `queue_paused`, `queue_unserved` or
-    /// `kind_without_worker`.
+    /// `schedule_missing`, `outbox_age`, `outbox_parked`, `queue_paused`, `queue_unserved`,
+    /// `kind_without_worker`, `workflow_stuck` or `batch_open`.
     pub fn name(&self) -> &'static str {
         match self {
             Violation::Dead { .. } => "dead",
@@ -187,6 +228,8 @@ impl Violation {
             Violation::QueuePaused { .. } => "queue_paused",
             Violation::QueueUnserved { .. } => "queue_unserved",
             Violation::KindWithoutWorker { .. } => "kind_without_worker",
+            Violation::WorkflowStuck { .. } => "workflow_stuck",
+            Violation::BatchOpen { .. } => "batch_open",
         }
     }
 }
@@ -301,6 +344,60 @@ impl fmt::Display for Violation {
                 HumanDuration(*age),
                 HumanDuration(*max)
             ),
+            Violation::WorkflowStuck {
+                job,
+                kind,
+                queue,
+                waiting_for,
+                waits_for,
+                callback_of,
+                max,
+            } => {
+                write!(
+                    f,
+                    "workflow_stuck: job {job} (kind {kind}, queue {queue}) has waited {} (at most {} allowed) ",
+                    HumanDuration(*waiting_for),
+                    HumanDuration(*max)
+                )?;
+                match (waits_for, callback_of) {
+                    (Some(blocking), _) => {
+                        write!(
+                            f,
+                            "for job {} (kind {}), {} after {} attempt{}",
+                            blocking.id,
+                            blocking.kind,
+                            blocking.state,
+                            blocking.attempts,
+                            plural(u64::try_from(blocking.attempts).unwrap_or(0))
+                        )?;
+                        match &blocking.last_error {
+                            Some(error) => write!(f, ", last error: {}", error.error),
+                            None => Ok(()),
+                        }
+                    }
+                    (None, Some(batch)) => write!(f, "for the members of batch {batch}"),
+                    (None, None) => write!(f, "for its prerequisites"),
+                }
+            }
+            Violation::BatchOpen {
+                batch,
+                callback,
+                open_for,
+                pending,
+                max,
+            } => {
+                write!(
+                    f,
+                    "batch_open: batch {batch} has been open {} (at most {} allowed) with {pending} member{} pending",
+                    HumanDuration(*open_for),
+                    HumanDuration(*max),
+                    plural(*pending)
+                )?;
+                match callback {
+                    Some(callback) => write!(f, "; its callback, job {callback}, waits"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -470,6 +567,30 @@ pub fn check(stats: &Stats, thresholds: &HealthThresholds) -> Vec<Violation> {
                 paused_by: pause.paused_by.clone(),
                 waiting,
                 max: thresholds.max_paused,
+            });
+        }
+    }
+    for waiting in &stats.longest_waiting {
+        if waiting.waiting_for > thresholds.max_waiting_age {
+            violations.push(Violation::WorkflowStuck {
+                job: waiting.id,
+                kind: waiting.kind.clone(),
+                queue: waiting.queue.clone(),
+                waiting_for: waiting.waiting_for,
+                waits_for: waiting.waits_for.clone(),
+                callback_of: waiting.callback_of,
+                max: thresholds.max_waiting_age,
+            });
+        }
+    }
+    for batch in &stats.longest_open_batches {
+        if batch.open_for > thresholds.max_waiting_age {
+            violations.push(Violation::BatchOpen {
+                batch: batch.id,
+                callback: batch.callback,
+                open_for: batch.open_for,
+                pending: batch.pending,
+                max: thresholds.max_waiting_age,
             });
         }
     }

@@ -12,7 +12,8 @@
 //! - [`check`]: turns those numbers into [`Violation`]s of [`HealthThresholds`] (by default: any
 //!   dead job, a ready job waiting over 5 minutes, a lease expired for over a minute, an outbox
 //!   row unpublished for over 5 minutes, any parked outbox row, due jobs that no live worker
-//!   can claim for over a minute).
+//!   can claim for over a minute, a job waiting for other jobs or a batch open for over an
+//!   hour).
 //! - [`dead`]: list and inspect dead jobs with their whole error history, replay them (attempts
 //!   reset, history kept, ready at once) or discard them, selected by id, kind, queue or age.
 //! - [`remove_schedule`]: forgets a schedule the code no longer declares (one still kept up
@@ -34,6 +35,8 @@
 //!   records itself and refreshes the record every few seconds).
 //! - [`throughput`]: the runs ended per minute, queue and kind (done, retried, dead, cancelled)
 //!   over the last hours, from a small rollup the workers keep, not from the retained jobs.
+//! - [`workflow`]: the jobs connected to one through dependencies, with their states and
+//!   edges, and its batch; [`job_details`] names a job's prerequisites and dependents.
 //! - [`retention`]: deletes done and cancelled jobs and published outbox rows past an age, a
 //!   batch at a time, one process at a time; every worker runs it (see
 //!   [`WorkerConfig::retention`]). Dead jobs and parked rows are never deleted automatically.
@@ -58,6 +61,7 @@ mod schedules;
 mod stats;
 mod throughput;
 mod workers;
+pub mod workflow;
 
 pub use crate::output::{output_of, OutputError};
 pub use cancel::{
@@ -94,3 +98,7 @@ pub use stats::{
 };
 pub use throughput::{throughput, ThroughputPoint, MAX_THROUGHPUT_WINDOW};
 pub use workers::{live_workers, LiveWorker, WorkerQueue};
+pub use workflow::{
+    workflow, BlockingJob, Dependent, OpenBatch, Prerequisite, WaitingJob, Workflow, WorkflowJob,
+    DEFAULT_WORKFLOW_LIMIT, MAX_LISTED_LINKS, MAX_WORKFLOW_LIMIT, STUCK_LISTED,
+};

@@ -2,6 +2,11 @@
 //! age, expired processed keys and throughput rows past their own age, a batch at a time, one
 //! process at a time. Dead jobs and parked outbox rows are never deleted here.
 //!
+//! Workflows are kept until they have ended: a finished job stays while a dependent of it has
+//! not ended (the dependent may read its output), and a batch member while its batch, or the
+//! batch's callback, has not ended. A job's dependency rows go with it; a batch's rows go once
+//! it has ended, its callback is gone and no member remains.
+//!
 //! Every worker runs it periodically (see [`WorkerConfig::retention`]); tools and tests call
 //! [`Retention::run_once`] directly.
 //!
@@ -75,6 +80,9 @@ pub struct RetentionReport {
     /// Throughput rows deleted (see [`admin::throughput`](super::throughput)); never counted by
     /// [`Retention::preview`].
     pub throughput: u64,
+    /// Batches whose bookkeeping was deleted (see [`crate::batch`]): ended, callback gone, no
+    /// member left; never counted by [`Retention::preview`].
+    pub batches: u64,
     /// A full batch was deleted: more may be waiting, run again at once.
     pub more: bool,
 }
@@ -106,7 +114,8 @@ impl Retention {
     }
 
     /// What running [`run_once`](Self::run_once) until nothing is left would delete now,
-    /// changing nothing: the done and cancelled jobs finished more than `max_age` ago, the
+    /// changing nothing: the done and cancelled jobs finished more than `max_age` ago that no
+    /// workflow keeps, the
     /// expired processed keys and the outbox rows published more than `max_age` ago, counted.
     /// `locked_elsewhere` and `more` are always `false`.
     pub async fn preview(&self) -> Result<RetentionReport, AdminError> {
@@ -125,7 +134,9 @@ impl Retention {
     /// `max_age` ago, oldest first, in one statement; then up to `batch_size` expired processed
     /// keys in another; then up to `batch_size` outbox rows published more than `max_age` ago in
     /// a third; then up to `batch_size` throughput rows older than `throughput_max_age` in a
-    /// fourth.
+    /// fourth; then up to `batch_size` batches that ended more than `max_age` ago and hold
+    /// nothing any more in a fifth. Jobs a workflow still needs are kept (see the
+    /// [module](self)).
     ///
     /// Each statement first tries the retention advisory lock (released when it commits): when
     /// another process holds it, nothing is deleted and the report says so, so only one process
@@ -144,17 +155,23 @@ impl Retention {
         let outbox = store::prune_published_outbox(&self.pool, max_age, limit).await?;
         let throughput =
             throughput::prune_throughput(&self.pool, self.config.throughput_max_age, limit).await?;
+        let batches = store::prune_batches(&self.pool, max_age, limit).await?;
         let report = RetentionReport {
-            locked_elsewhere: !keys.locked || !outbox.locked || !throughput.locked,
+            locked_elsewhere: !keys.locked
+                || !outbox.locked
+                || !throughput.locked
+                || !batches.locked,
             done: u64::try_from(jobs.done).unwrap_or(0),
             cancelled: u64::try_from(jobs.cancelled).unwrap_or(0),
             processed_keys: u64::try_from(keys.deleted).unwrap_or(0),
             outbox: u64::try_from(outbox.deleted).unwrap_or(0),
             throughput: u64::try_from(throughput.deleted).unwrap_or(0),
-            more: jobs.done + jobs.cancelled >= limit
+            batches: u64::try_from(batches.deleted).unwrap_or(0),
+            more: jobs.examined >= limit
                 || keys.deleted >= limit
                 || outbox.deleted >= limit
-                || throughput.deleted >= limit,
+                || throughput.deleted >= limit
+                || batches.deleted >= limit,
         };
         if report.deleted() > 0 || report.processed_keys > 0 || report.outbox > 0 {
             tracing::debug!(

@@ -7,17 +7,22 @@ use jobs_core::{Schedule, ScheduleError};
 
 use sqlx::PgPool;
 
+use super::workflow::{longest_open_batches, longest_waiting, OpenBatch, WaitingJob};
 use super::{live_workers, paused_queues, AdminError, LiveWorker, QueuePause};
 pub use crate::store::stats::EXACT_RETAINED_BOUND;
 use crate::store::stats::{self as store, RetainedRow, StatsRow};
 
 /// The jobs of one queue and kind (or of several, summed), by state.
 ///
-/// Ready, scheduled, running and dead are exact. Done and cancelled are exact too while there are
+/// Waiting, ready, scheduled, running and dead are exact. Done and cancelled are exact too while there are
 /// at most [`EXACT_RETAINED_BOUND`] of them, estimates beyond: counting millions of retained rows
 /// on every poll is what this avoids. [`Stats::retained`] says which.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
+    /// Jobs waiting for other jobs to end: their prerequisites (see
+    /// [`EnqueueBuilder::after`](crate::EnqueueBuilder::after)), or the members of the batch
+    /// whose callback they are. Not claimable until then.
+    pub waiting: u64,
     /// Ready jobs that are due (`run_at` has come): waiting for a free slot.
     pub ready: u64,
     /// Ready jobs whose `run_at` is still ahead: retries backing off, delayed and snoozed jobs.
@@ -44,6 +49,7 @@ pub struct Counts {
 impl Counts {
     /// Adds `other` to these counts (the ages keep the longer of the two).
     pub fn add(&mut self, other: &Counts) {
+        self.waiting += other.waiting;
         self.ready += other.ready;
         self.scheduled += other.scheduled;
         self.running += other.running;
@@ -85,6 +91,11 @@ pub struct Stats {
     pub paused: Vec<QueuePause>,
     /// The live workers, by host, then start (see [`live_workers`](super::live_workers)).
     pub workers: Vec<LiveWorker>,
+    /// The jobs waiting longest for other jobs, oldest first, at most
+    /// [`STUCK_LISTED`](super::STUCK_LISTED), each with the prerequisite it still waits for.
+    pub longest_waiting: Vec<WaitingJob>,
+    /// The batches open longest, oldest first, at most [`STUCK_LISTED`](super::STUCK_LISTED).
+    pub longest_open_batches: Vec<OpenBatch>,
 }
 
 /// Where the done and cancelled numbers of [`Stats`] come from.
@@ -192,7 +203,8 @@ impl Stats {
 
 /// The health numbers of every queue and kind, of the schedules and of the outbox, in one
 /// statement and one round trip; then the paused queues and the live workers, each from its
-/// small table.
+/// small table; then the jobs waiting longest (when any waits) and the batches open longest,
+/// through their indexes.
 ///
 /// Cheap enough to poll every few seconds on a table holding millions of retained jobs: the
 /// live states are counted through their partial indexes, and done and cancelled are estimated
@@ -217,6 +229,10 @@ pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
     }
     stats.paused = paused_queues(pool).await?;
     stats.workers = live_workers(pool).await?;
+    if stats.total().waiting > 0 {
+        stats.longest_waiting = longest_waiting(pool).await?;
+    }
+    stats.longest_open_batches = longest_open_batches(pool).await?;
     Ok(stats)
 }
 
@@ -300,6 +316,7 @@ pub(crate) fn from_rows(rows: Vec<StatsRow>) -> Stats {
             queue,
             kind,
             counts: Counts {
+                waiting: count(row.waiting),
                 ready: count(row.ready),
                 scheduled: count(row.scheduled),
                 running: count(row.running),

@@ -8,7 +8,7 @@ use sqlx::PgPool;
 
 use super::{
     labels, DEAD, EXPIRED_LEASES, LIVE_WORKERS, LONGEST_EXPIRED_LEASE_SECONDS,
-    OLDEST_READY_AGE_SECONDS, QUEUE_PAUSED_SECONDS, READY, RUNNING, SCHEDULED,
+    OLDEST_READY_AGE_SECONDS, QUEUE_PAUSED_SECONDS, READY, RUNNING, SCHEDULED, WAITING,
 };
 use crate::admin::{self, AdminError, Counts, Stats};
 use crate::store::stats as store;
@@ -123,6 +123,7 @@ fn set(queue: &str, kind: &str, counts: &Counts) {
         Label::new(labels::QUEUE, queue.to_owned()),
     ];
     let seconds = |age: Option<Duration>| age.map_or(0.0, |age| age.as_secs_f64());
+    gauge!(WAITING, labels.iter()).set(counts.waiting as f64);
     gauge!(READY, labels.iter()).set(counts.ready as f64);
     gauge!(SCHEDULED, labels.iter()).set(counts.scheduled as f64);
     gauge!(RUNNING, labels.iter()).set(counts.running as f64);

@@ -47,23 +47,41 @@ LIMIT $6"
 );
 
 /// Every column of job `$1` an operator looks at, whatever its state; timestamps as RFC 3339 in
-/// UTC.
+/// UTC. With its workflow links: its prerequisites (id, kind and state, NULL when gone, and
+/// what it does if one fails) and its dependents (id, kind, state), at most 1,000 of each by
+/// id, with the number of dependents; the batch it is a member of, and the batch it is the
+/// callback of.
 pub const JOB_DETAILS: &str = "
-SELECT id, kind, queue, state, priority, attempts, max_attempts, payload, dedupe_key,
-       dedupe_scope, errors,
-       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,
-       to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS run_at,
-       to_char(attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+SELECT j.id, j.kind, j.queue, j.state, j.priority, j.attempts, j.max_attempts, j.payload,
+       j.dedupe_key, j.dedupe_scope, j.errors,
+       to_char(j.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,
+       to_char(j.run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS run_at,
+       to_char(j.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS attempted_at,
-       to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+       to_char(j.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS finished_at,
-       to_char(lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+       to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS lease_expires_at,
-       to_char(cancel_requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+       to_char(j.cancel_requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
            AS cancel_requested_at,
-       cancel_requested_by, cancel_reason, output
-FROM jobs_queue
-WHERE id = $1";
+       j.cancel_requested_by, j.cancel_reason, j.output,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', e.prerequisite_id, 'kind', p.kind, 'state', p.state,
+                   'on_failure', e.on_failure) ORDER BY e.prerequisite_id), '[]'::jsonb)
+        FROM (SELECT prerequisite_id, on_failure FROM jobs_dependencies
+              WHERE dependent_id = j.id ORDER BY prerequisite_id LIMIT 1000) AS e
+        LEFT JOIN jobs_queue AS p ON p.id = e.prerequisite_id) AS prerequisites,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', d.id, 'kind', d.kind, 'state', d.state) ORDER BY d.id), '[]'::jsonb)
+        FROM (SELECT dependent_id FROM jobs_dependencies
+              WHERE prerequisite_id = j.id ORDER BY dependent_id LIMIT 1000) AS e
+        JOIN jobs_queue AS d ON d.id = e.dependent_id) AS dependents,
+       (SELECT count(*) FROM jobs_dependencies WHERE prerequisite_id = j.id) AS dependent_count,
+       j.batch_id,
+       (SELECT b.id FROM jobs_batches AS b WHERE b.callback_id = j.id) AS callback_of,
+       j.cancelled_by_prerequisite
+FROM jobs_queue AS j
+WHERE j.id = $1";
 
 /// Up to `$6` dead jobs matching `$1`..`$4` with an id above `$5`, by id: the candidates of
 /// [`REPLAY_DEAD`] and [`PREVIEW_REPLAY_DEAD`].

@@ -7,7 +7,7 @@
 //! | `$1` | the job's id (NULL for any) |
 //! | `$2` | its kind (NULL for any) |
 //! | `$3` | its queue (NULL for any) |
-//! | `$4` | its status: `ready` (due), `scheduled` (ready, `run_at` ahead), `running`, `done`, `dead` or `cancelled` (NULL for any) |
+//! | `$4` | its status: `waiting`, `ready` (due), `scheduled` (ready, `run_at` ahead), `running`, `done`, `dead` or `cancelled` (NULL for any) |
 //! | `$5` | its dedupe key (NULL for any) |
 //! | `$6`, `$7` | enqueued at or after, and before (NULL for no bound) |
 //! | `$8`, `$9` | finished at or after, and before (NULL for no bound) |
@@ -184,11 +184,15 @@ pub const FIND_BY_DEDUPE_KEY: &str = page_of!(concat!(
         LIMIT $12"
 ));
 
-/// A page of the jobs of kind `$2`: ready ones through the ready index and running ones through
+/// A page of the jobs of kind `$2`: waiting ones through the waiting-kind index by id, ready
+/// ones through the ready index and running ones through
 /// the lease index (sorted: they are live), dead ones through the dead index by id, done and
 /// cancelled ones through the finished-kind index by id. Only the branches of the status asked
 /// for are read.
 pub const FIND_OF_KIND: &str = page_of!(concat!(
+    state_branch!("('waiting')", "state = 'waiting' AND kind = $2", "id DESC"),
+    "
+        UNION ALL",
     state_branch!(
         "('ready', 'scheduled')",
         "state = 'ready' AND kind = $2 AND ($3::text IS NULL OR queue = $3)",
@@ -219,9 +223,16 @@ pub const FIND_OF_KIND: &str = page_of!(concat!(
         LIMIT $12"
 ));
 
-/// A page of the live jobs of status `$4` (ready, scheduled, running or dead), of any kind,
-/// through their state's partial index, sorted by id: these indexes hold only live jobs.
+/// A page of the live jobs of status `$4` (waiting, ready, scheduled, running or dead), of any
+/// kind, through their state's partial index, sorted by id: these indexes hold only live jobs.
 pub const FIND_LIVE: &str = page_of!(concat!(
+    state_branch!(
+        "('waiting')",
+        "state = 'waiting' AND ($3::text IS NULL OR queue = $3)",
+        "id + 0 DESC"
+    ),
+    "
+        UNION ALL",
     state_branch!(
         "('ready', 'scheduled')",
         "state = 'ready' AND ($3::text IS NULL OR queue = $3)",
@@ -276,7 +287,7 @@ impl Search<'_> {
     /// The statement whose candidates hold every job the search can match, and as few others
     /// as the indexes allow.
     pub(crate) fn statement(&self) -> &'static str {
-        const LIVE: [&str; 4] = ["ready", "scheduled", "running", "dead"];
+        const LIVE: [&str; 5] = ["waiting", "ready", "scheduled", "running", "dead"];
         if self.id.is_some() {
             FIND_BY_ID
         } else if self.kind.is_some() && self.dedupe_key.is_some() {

@@ -70,6 +70,7 @@ pub(crate) mod testing;
 pub(crate) mod throughput;
 pub(crate) mod waiting;
 pub(crate) mod workers;
+pub(crate) mod workflows;
 
 pub(crate) use claims::{claim, claim_limited, ClaimPlace, ClaimedJob};
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome, RenewedLease};

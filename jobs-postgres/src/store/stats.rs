@@ -11,6 +11,7 @@ macro_rules! queue_stats {
         "
 WITH live AS (
     SELECT queue, kind,
+           0::bigint AS waiting,
            count(*) FILTER (WHERE run_at <= now()) AS ready,
            count(*) FILTER (WHERE run_at > now()) AS scheduled,
            0::bigint AS running,
@@ -21,13 +22,17 @@ WITH live AS (
     FROM jobs_queue WHERE state = 'ready'
     GROUP BY queue, kind
     UNION ALL
-    SELECT queue, kind, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), 0,
+    SELECT queue, kind, 0, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), 0,
            NULL, min(lease_expires_at) FILTER (WHERE lease_expires_at < now())
     FROM jobs_queue WHERE state = 'running'
     GROUP BY queue, kind
     UNION ALL
-    SELECT queue, kind, 0, 0, 0, 0, count(*), NULL, NULL
+    SELECT queue, kind, 0, 0, 0, 0, 0, count(*), NULL, NULL
     FROM jobs_queue WHERE state = 'dead'
+    GROUP BY queue, kind
+    UNION ALL
+    SELECT queue, kind, count(*), 0, 0, 0, 0, 0, NULL, NULL
+    FROM jobs_queue WHERE state = 'waiting'
     GROUP BY queue, kind
 ), jobs_table AS (
     SELECT c.reltuples, n.nspname
@@ -46,6 +51,7 @@ WITH live AS (
     FROM sample, generate_subscripts(sample.vals, 1) AS i
 ), grouped AS (
     SELECT queue, kind,
+           sum(waiting)::bigint AS waiting,
            sum(ready)::bigint AS ready,
            sum(scheduled)::bigint AS scheduled,
            sum(running)::bigint AS running,
@@ -57,11 +63,11 @@ WITH live AS (
            extract(epoch FROM now() - min(oldest_expired_lease_at))::float8
                AS longest_expired_lease_secs
     FROM (
-        SELECT queue, kind, ready, scheduled, running, expired_leases, dead,
+        SELECT queue, kind, waiting, ready, scheduled, running, expired_leases, dead,
                0::bigint AS done, 0::bigint AS cancelled, oldest_ready_at, oldest_expired_lease_at
         FROM live
         UNION ALL
-        SELECT queue, kind, 0, 0, 0, 0, 0,
+        SELECT queue, kind, 0, 0, 0, 0, 0, 0,
                CASE WHEN state = 'done' THEN estimate ELSE 0 END,
                CASE WHEN state = 'cancelled' THEN estimate ELSE 0 END,
                NULL, NULL
@@ -96,8 +102,8 @@ ORDER BY grouped.queue, grouped.kind"
 
 /// The health numbers of every queue and kind, in one statement.
 ///
-/// Live states are counted exactly, each through its own partial index (`jobs_queue_ready`,
-/// `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
+/// Live states are counted exactly, each through its own partial index (`jobs_queue_waiting`,
+/// `jobs_queue_ready`, `jobs_queue_leases`, `jobs_queue_dead`), so the cost follows the live rows, never the
 /// retained ones. Done and cancelled rows are not counted: their numbers are estimates, the
 /// frequency of each combination in the planner's sample (the `jobs_queue_state_mix`
 /// statistics, gathered by `ANALYZE` and autovacuum) times the table's estimated row count.
@@ -145,7 +151,7 @@ FROM figures,
      ROWS FROM (jsonb_to_recordset(figures.figures) AS (
          estimated bool, analyzed_secs_ago float8, now_epoch float8, schedules jsonb,
          outbox_unpublished bigint, outbox_oldest_unpublished_secs float8, outbox_parked bigint,
-         queue text, kind text, ready bigint, scheduled bigint, running bigint,
+         queue text, kind text, waiting bigint, ready bigint, scheduled bigint, running bigint,
          expired_leases bigint, dead bigint, done bigint, cancelled bigint,
          oldest_ready_secs float8, longest_expired_lease_secs float8)) WITH ORDINALITY AS stats
 ORDER BY stats.ordinality"
@@ -225,6 +231,7 @@ pub(crate) struct StatsRow {
     pub(crate) outbox_parked: i64,
     pub(crate) queue: Option<String>,
     pub(crate) kind: Option<String>,
+    pub(crate) waiting: Option<i64>,
     pub(crate) ready: Option<i64>,
     pub(crate) scheduled: Option<i64>,
     pub(crate) running: Option<i64>,

@@ -8,6 +8,9 @@ use sqlx::PgPool;
 /// The state a [`JobRow`] is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowState {
+    /// Waiting for other jobs (as a dependent whose prerequisites have not ended: no dependency
+    /// rows are written); attempts 0.
+    Waiting,
     /// Waiting to run; attempts 0.
     Ready,
     /// Claimed, with a lease token and a lease; attempts 1.
@@ -23,6 +26,7 @@ pub enum RowState {
 impl RowState {
     fn as_str(self) -> &'static str {
         match self {
+            RowState::Waiting => "waiting",
             RowState::Ready => "ready",
             RowState::Running => "running",
             RowState::Dead => "dead",
@@ -146,7 +150,7 @@ impl JobRow {
                                      lease_token, lease_expires_at, finished_at,
                                      dedupe_key, dedupe_scope, errors)
              SELECT $1, $2, jsonb_build_object('n', n), $3,
-                    CASE WHEN $3 = 'ready' THEN 0 ELSE 1 END, $11,
+                    CASE WHEN $3 IN ('ready', 'waiting') THEN 0 ELSE 1 END, $11,
                     now() + make_interval(secs => $4),
                     CASE WHEN $3 = 'running' THEN gen_random_uuid() END,
                     CASE WHEN $3 = 'running' THEN now() + make_interval(secs => $5) END,

@@ -9,6 +9,7 @@ use sqlx::{FromRow, PgPool};
 
 use super::{AttemptRecord, DeadFilter};
 use crate::admin::stats::seconds;
+use crate::admin::workflow::{Dependent, Prerequisite};
 use crate::admin::AdminError;
 use crate::store::dead as store;
 
@@ -66,8 +67,12 @@ pub async fn list_dead(
 }
 
 /// The state of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum JobState {
+    /// Waiting for other jobs to end (its prerequisites, or the members of its batch); not
+    /// claimable until then.
+    Waiting,
     /// Waiting to run (due, or scheduled when its `run_at` is ahead).
     Ready,
     /// Held by a worker.
@@ -84,12 +89,20 @@ impl JobState {
     /// The name stored in the `state` column.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::Waiting => "waiting",
             JobState::Ready => "ready",
             JobState::Running => "running",
             JobState::Done => "done",
             JobState::Dead => "dead",
             JobState::Cancelled => "cancelled",
         }
+    }
+}
+
+impl JobState {
+    /// Whether the job has ended: done, dead or cancelled.
+    pub fn has_ended(self) -> bool {
+        matches!(self, JobState::Done | JobState::Dead | JobState::Cancelled)
     }
 }
 
@@ -109,6 +122,7 @@ impl TryFrom<String> for JobState {
 
     fn try_from(value: String) -> Result<Self, Self::Error> {
         match value.as_str() {
+            "waiting" => Ok(JobState::Waiting),
             "ready" => Ok(JobState::Ready),
             "running" => Ok(JobState::Running),
             "done" => Ok(JobState::Done),
@@ -166,6 +180,24 @@ pub struct JobDetails {
     /// What it returned, as stored (JSON): present only when it is done with an output.
     #[sqlx(json(nullable))]
     pub output: Option<serde_json::Value>,
+    /// The jobs it runs after, by id (at most
+    /// [`MAX_LISTED_LINKS`](crate::admin::MAX_LISTED_LINKS)); empty for a job enqueued without
+    /// `after`.
+    #[sqlx(json)]
+    pub prerequisites: Vec<Prerequisite>,
+    /// The jobs that run after it, by id (at most
+    /// [`MAX_LISTED_LINKS`](crate::admin::MAX_LISTED_LINKS); [`dependent_count`](Self::dependent_count)
+    /// has them all).
+    #[sqlx(json)]
+    pub dependents: Vec<Dependent>,
+    /// How many jobs run after it.
+    pub dependent_count: i64,
+    /// The batch it is a member of, if any.
+    pub batch_id: Option<i64>,
+    /// The batch it is the callback of, if any.
+    pub callback_of: Option<i64>,
+    /// For a job cancelled because a prerequisite ended dead or cancelled: that prerequisite.
+    pub cancelled_by_prerequisite: Option<JobId>,
 }
 
 /// Job `id` with its whole error history, whatever its state; `None` when no such job exists
