@@ -100,7 +100,7 @@ async fn least_privilege_probe() -> jobs::JobResult {
 const RUNTIME_GRANTS: &[&str] = &[
     "CREATE ROLE {role} LOGIN",
     "GRANT USAGE ON SCHEMA public TO {role}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs_queue, jobs_schedules, jobs_processed_keys, jobs_outbox, jobs_gauges, jobs_queue_pauses, jobs_workers, jobs_throughput TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs_queue, jobs_schedules, jobs_processed_keys, jobs_outbox, jobs_gauges, jobs_queue_pauses, jobs_workers, jobs_throughput, jobs_dependencies, jobs_batches, jobs_batch_chunks TO {role}",
     "GRANT SELECT ON jobs_migrations TO {role}",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",

@@ -320,3 +320,55 @@ async fn screenshots_of_every_page() {
     browser.close().await;
     reports.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_page_shows_a_chain_and_a_cancel_there_reaches_what_follows() {
+    let db = Db::migrated().await;
+    let url = serve_console(db.pool.clone(), ConsoleConfig::new()).await;
+    let browser = Browser::start().await;
+    // A chain whose first job is scheduled an hour ahead: the rest waits.
+    let first = resize::builder(1)
+        .delay(Duration::from_secs(3600))
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+    let second = resize::builder(2)
+        .after([first])
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+    let third = send_receipt::builder(3)
+        .after([second])
+        .enqueue(&db.pool)
+        .await
+        .unwrap();
+
+    browser
+        .open(&format!("{url}/jobs/{}/workflow", second.id()))
+        .await;
+    let rows = browser.text("#workflow-jobs tbody").await;
+    assert_eq!(rows.lines().count(), 3, "the whole chain: {rows}");
+    assert_eq!(rows.matches("waiting").count(), 2, "{rows}");
+    browser.screenshot("workflow").await;
+
+    browser
+        .click(&format!(r#"tr[data-job="{}"] td.num a"#, second.id()))
+        .await;
+    browser.wait_for_text(&format!("Job {}", second.id())).await;
+    assert_eq!(browser.text("#state").await, "waiting");
+    browser.click(r#"form[action="/jobs/cancel"] button"#).await;
+    browser.wait_for_text("Cancelled 1 job").await;
+    assert_eq!(state_of(&db.pool, second.id()).await, "cancelled");
+    assert_eq!(
+        state_of(&db.pool, third.id()).await,
+        "cancelled",
+        "what runs after a cancelled job is cancelled too"
+    );
+    assert_eq!(state_of(&db.pool, first.id()).await, "ready");
+    browser
+        .open(&format!("{url}/jobs/{}/workflow", third.id()))
+        .await;
+    let rows = browser.text("#workflow-jobs tbody").await;
+    assert_eq!(rows.matches("cancelled").count(), 2, "{rows}");
+    browser.close().await;
+}
