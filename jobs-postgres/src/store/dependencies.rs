@@ -15,7 +15,7 @@ use jobs_core::{JobId, NewJob};
 use sqlx::types::Json;
 use sqlx::PgConnection;
 
-use super::enqueue::{max_attempts_param, run_at_params};
+use super::enqueue::bind_job_columns;
 
 /// Inserts a job that runs after the jobs `$10` (ids, any order), each with its `$11` behaviour
 /// on failure (`cancel`, `run`); `$1`..`$9` are the job's columns as in
@@ -98,7 +98,6 @@ pub(crate) async fn insert_dependent_job(
     conn: &mut PgConnection,
     job: &NewJob,
 ) -> Result<DependentInsert, sqlx::Error> {
-    let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
     let prerequisites: Vec<JobId> = job.after.iter().map(|dependency| dependency.job).collect();
     let on_failure: Vec<&str> = job
         .after
@@ -106,16 +105,7 @@ pub(crate) async fn insert_dependent_job(
         .map(|dependency| dependency.on_failure.as_str())
         .collect();
     let (found, id, state): (i64, Option<JobId>, Option<String>) =
-        sqlx::query_as(INSERT_DEPENDENT_JOB)
-            .bind(job.kind)
-            .bind(&job.queue)
-            .bind(Json(&job.payload))
-            .bind(job.priority)
-            .bind(max_attempts_param(job))
-            .bind(run_at_epoch)
-            .bind(delay_secs)
-            .bind(job.dedupe_key.as_deref())
-            .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
+        bind_job_columns!(sqlx::query_as(INSERT_DEPENDENT_JOB), job)
             .bind(&prerequisites)
             .bind(&on_failure)
             .fetch_one(&mut *conn)

@@ -138,6 +138,27 @@ CROSS JOIN LATERAL (
 ) AS holder"
 );
 
+/// Binds `$1`..`$9` of [`INSERT_JOB`] (kind, queue, payload, priority, max attempts, run-at
+/// epoch, delay, dedupe key and scope) from `job` to `query`: the columns of one job, shared by
+/// every single-job insert.
+macro_rules! bind_job_columns {
+    ($query:expr, $job:expr) => {{
+        let job: &NewJob = $job;
+        let (run_at_epoch, delay_secs) = $crate::store::enqueue::run_at_params(job.run_at);
+        $query
+            .bind(job.kind)
+            .bind(&job.queue)
+            .bind(Json(&job.payload))
+            .bind(job.priority)
+            .bind($crate::store::enqueue::max_attempts_param(job))
+            .bind(run_at_epoch)
+            .bind(delay_secs)
+            .bind(job.dedupe_key.as_deref())
+            .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
+    }};
+}
+pub(crate) use bind_job_columns;
+
 /// When the job becomes ready, as the `(epoch seconds, delay seconds)` pair the SQL takes.
 pub(crate) fn run_at_params(run_at: RunAt) -> (Option<f64>, f64) {
     match run_at {
@@ -165,21 +186,11 @@ pub(crate) async fn insert_job(
     conn: &mut PgConnection,
     job: &NewJob,
 ) -> Result<Option<JobId>, sqlx::Error> {
-    let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
     let statement = match job.dedupe_key {
         Some(_) => INSERT_DEDUPED_JOB,
         None => INSERT_JOB,
     };
-    sqlx::query_scalar(statement)
-        .bind(job.kind)
-        .bind(&job.queue)
-        .bind(Json(&job.payload))
-        .bind(job.priority)
-        .bind(max_attempts_param(job))
-        .bind(run_at_epoch)
-        .bind(delay_secs)
-        .bind(job.dedupe_key.as_deref())
-        .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
+    bind_job_columns!(sqlx::query_scalar(statement), job)
         .fetch_optional(&mut *conn)
         .await
 }
