@@ -388,6 +388,42 @@ async fn a_running_job_hears_of_the_request_at_once_not_at_the_next_heartbeat() 
     assert_eq!((row.attempts, db.runs_of(id).await), (1, 1));
 }
 
+/// A request whose announcement the worker missed, sent while it was not listening (before its
+/// first LISTEN, when a job may already run, or while its listening connection was down), is
+/// heard as soon as it listens again, not at the next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_missed_while_not_listening_is_heard_when_the_worker_listens_again() {
+    let db = Db::new().await;
+    let id = waits_for_cancel::enqueue(&db.pool).await.unwrap().id();
+    let config = leased_config(Duration::from_secs(120), Duration::from_secs(60));
+    let worker = start_worker(&db.pool, &["waits_for_cancel"], config);
+    db.wait_for_count(
+        "the job to start",
+        &format!("SELECT count(*) FROM runs WHERE job_id = {id}"),
+        1,
+    )
+    .await;
+    let listening = "SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND query LIKE 'LISTEN %'";
+    db.wait_for_count("the worker to listen", listening, 1)
+        .await;
+    // The request as a cancel writes it, without its announcement: as if sent while nothing
+    // listened. Then the listening connection is lost, and the worker listens again.
+    db.execute(&format!(
+        "UPDATE jobs_queue SET cancel_requested_at = now(), cancel_requested_by = 'ops@test'
+         WHERE id = {id}"
+    ))
+    .await;
+    db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+    )
+    .await;
+    let row = db.wait_for_state(id, "cancelled").await;
+    worker.shutdown().await.unwrap();
+    assert_eq!((row.attempts, db.runs_of(id).await), (1, 1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_job_that_succeeds_despite_the_request_is_done() {
     let db = Db::new().await;

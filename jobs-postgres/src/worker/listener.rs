@@ -14,7 +14,8 @@ use crate::store::cancel::CANCEL_CHANNEL;
 use crate::store::NOTIFY_CHANNEL;
 
 /// Listens for notifications until the worker stops, reconnecting after errors. After any
-/// reconnection every queue is woken, since notifications sent meanwhile are lost.
+/// (re)connection every queue is woken and the leases are renewed once, since notifications
+/// sent meanwhile are lost.
 pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>>>) {
     let mut stop = shared.shutdown_requested.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
@@ -61,6 +62,12 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
         };
         backoff.reset();
         wake_all();
+        // Requests to stop a running job sent while not listening were missed too (before the
+        // first LISTEN, a job may already run): one renewal at once, whose answer tells the runs.
+        tokio::select! {
+            () = heartbeat::beat_once(&shared) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
         loop {
             let received = tokio::select! {
                 received = listener.try_recv() => received,
