@@ -313,3 +313,90 @@ async fn refused_batches_write_nothing_and_leave_the_transaction_usable() {
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 1);
     assert_eq!(db.count("SELECT count(*) FROM jobs_batches").await, 0);
 }
+
+/// The two outcome statements count a batch's members alike: the plain one through the row
+/// trigger, one member at a time, the other once per chunk. A worker chooses by what the claim
+/// said of each job; either choice, for members and other jobs mixed, gives the same counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn either_outcome_statement_counts_the_members_right() {
+    use std::time::Duration;
+
+    use jobs::postgres::__private::store::{self, Outcome};
+    use jobs::{AttemptError, Decision};
+
+    let db = db().await;
+    let batch = Batch::new()
+        .then(record_outcome::builder())
+        .enqueue(
+            &db.pool,
+            (0..4).map(|n| record_run::builder(format!("member {n}"))),
+        )
+        .await
+        .unwrap();
+    let plain = crate::test_jobs::record_run::enqueue(&db.pool, "plain".into())
+        .await
+        .unwrap()
+        .id();
+    let claimed = store::claim(
+        &db.pool,
+        "default",
+        &["record_run"],
+        &[Duration::from_secs(30)],
+        10,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 5);
+    let members: Vec<JobId> = batch.members.iter().map(|member| member.id()).collect();
+    for job in &claimed {
+        assert_eq!(job.in_batch, members.contains(&job.id), "job {}", job.id);
+    }
+    let outcome = |id: JobId, decision: Decision, in_batch: bool| {
+        let job = claimed.iter().find(|job| job.id == id).unwrap();
+        Outcome {
+            id,
+            lease_token: job.lease_token,
+            decision,
+            in_batch,
+        }
+    };
+    let done = || Decision::Complete { output: None };
+    let dead = Decision::Dead {
+        error: AttemptError {
+            kind: "permanent",
+            message: "bad input".into(),
+        },
+    };
+    // Members written as if no job were one: the plain statement, the trigger counting.
+    let by_trigger = [
+        outcome(members[0], done(), false),
+        outcome(members[1], dead, false),
+    ];
+    store::record_outcomes(&db.pool, &by_trigger).await.unwrap();
+    let counts = admin_outcome(&db, batch.id).await;
+    assert_eq!((counts.pending, counts.done, counts.dead), (2, 1, 1));
+    // The rest, with a job of no batch among them: the statement counting per chunk.
+    let by_statement = [
+        outcome(members[2], done(), true),
+        outcome(
+            members[3],
+            Decision::Cancel {
+                reason: "not needed".into(),
+            },
+            true,
+        ),
+        outcome(plain, done(), false),
+    ];
+    store::record_outcomes(&db.pool, &by_statement)
+        .await
+        .unwrap();
+    let counts = admin_outcome(&db, batch.id).await;
+    assert_eq!(
+        (counts.pending, counts.done, counts.dead, counts.cancelled),
+        (0, 2, 1, 1)
+    );
+    assert!(counts.ended_at.is_some());
+    assert_eq!(db.job(batch.callback.unwrap()).await.state, "ready");
+    assert_eq!(db.job(plain).await.state, "done");
+}

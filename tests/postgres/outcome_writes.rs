@@ -230,19 +230,29 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    let outcomes: serde_json::Value = sqlx::query_scalar(&explain(sql::RECORD_OUTCOMES))
-        .bind(&ids)
-        .bind(&tokens)
-        .bind(vec!["done"; count])
-        .bind(vec![0.0_f64; count])
-        .bind(vec![false; count])
-        .bind(vec![None::<&str>; count])
-        .bind(vec![None::<&str>; count])
-        .bind(vec![None::<&str>; count])
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    for (name, plan) in [("heartbeat", heartbeat), ("outcomes", outcomes)] {
+    let mut plans = vec![("heartbeat", heartbeat)];
+    for (name, statement) in [
+        ("outcomes", sql::RECORD_OUTCOMES),
+        (
+            "outcomes counting members",
+            sql::RECORD_OUTCOMES_COUNTING_MEMBERS,
+        ),
+    ] {
+        let plan: serde_json::Value = sqlx::query_scalar(&explain(statement))
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(vec!["done"; count])
+            .bind(vec![0.0_f64; count])
+            .bind(vec![false; count])
+            .bind(vec![None::<&str>; count])
+            .bind(vec![None::<&str>; count])
+            .bind(vec![None::<&str>; count])
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        plans.push((name, plan));
+    }
+    for (name, plan) in plans {
         println!("{name}: {plan:#}");
         let nodes = plan_nodes(&plan);
         let join = nodes

@@ -17,41 +17,25 @@ macro_rules! outcome_state {
     };
 }
 
-/// Records the outcomes of many runs in one statement, each fenced by its lease token.
-///
-/// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
-/// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
-/// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
-/// messages (NULL when there is no error to keep), `$8` outputs as JSON text (NULL but for runs
-/// ending `done` with an output; the column is set from it, so it is NULL in every other state). Returns the `(id, lease_token)` of the runs
-/// whose lease still held (a worker may hold two runs of one job, the stale one under a lost
-/// token): the others were taken by another worker or a rescue, and nothing was written for them. A job of a
-/// schedule that is now done records the schedule's success.
-///
-/// A job asked to stop (`cancel_requested_at` set, see `store::cancel`) whose run did not
-/// succeed is `cancelled` instead of being retried, snoozed, handed back or made dead; its
-/// error, if any, is kept in its history as usual.
-///
-/// Batch members that end here are counted by the statement itself, once per chunk of their
-/// batch (`members_ended`), rather than one by one by the row trigger `jobs_workflow_step`: the
-/// statement sets `jobs.members_counted` for its transaction before its first row, which the
-/// trigger's condition reads. The statement therefore runs in a transaction of its own (the
-/// completer runs it on the pool); a later statement of the same transaction would not count
-/// the members it ends.
-pub const RECORD_OUTCOMES: &str = concat!(
-    "
+/// Records the outcomes of many runs in one statement, each fenced by its lease token, with
+/// `$counting` a condition on every row (or nothing), `$returning` extra columns of the rows
+/// written, and `$ctes` further common table expressions over them (`recorded`).
+macro_rules! record_outcomes {
+    ($counting:literal, $returning:literal, $ctes:literal) => {
+        concat!(
+            "
 WITH recorded AS (
 UPDATE jobs_queue AS j
 SET state = ",
-    outcome_state!(),
-    ",
+            outcome_state!(),
+            ",
     run_at = CASE WHEN ",
-    outcome_state!(),
-    " = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
+            outcome_state!(),
+            " = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
     attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
     finished_at = CASE WHEN ",
-    outcome_state!(),
-    " = 'ready' THEN NULL ELSE now() END,
+            outcome_state!(),
+            " = 'ready' THEN NULL ELSE now() END,
     lease_token = NULL,
     lease_expires_at = NULL,
     output = o.output::jsonb,
@@ -62,13 +46,60 @@ SET state = ",
 FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[],
             $8::text[])
      AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error, output)
-WHERE j.id = o.id AND j.lease_token = o.lease_token
-  AND (SELECT set_config('jobs.members_counted', 'statement', true)) IS NOT NULL
-RETURNING j.id, o.lease_token, j.state, j.schedule, j.batch_id
+WHERE j.id = o.id AND j.lease_token = o.lease_token",
+            $counting,
+            "
+RETURNING j.id, o.lease_token, j.state, j.schedule",
+            $returning,
+            "
 ), schedule_succeeded AS (
     UPDATE jobs_schedules AS s SET last_success_at = now()
     WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
-), members_ended AS (
+)",
+            $ctes,
+            "
+SELECT id, lease_token FROM recorded"
+        )
+    };
+}
+
+/// Records the outcomes of many runs in one statement, each fenced by its lease token.
+///
+/// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
+/// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
+/// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
+/// messages (NULL when there is no error to keep), `$8` outputs as JSON text (NULL but for runs
+/// ending `done` with an output; the column is set from it, so it is NULL in every other
+/// state). Returns the `(id, lease_token)` of the runs whose lease still held (a worker may hold
+/// two runs of one job, the stale one under a lost token): the others were taken by another
+/// worker or a rescue, and nothing was written for them. A job of a schedule that is now done
+/// records the schedule's success.
+///
+/// A job asked to stop (`cancel_requested_at` set, see `store::cancel`) whose run did not
+/// succeed is `cancelled` instead of being retried, snoozed, handed back or made dead; its
+/// error, if any, is kept in its history as usual.
+///
+/// Right for every job: a batch member that ends here is counted by the row trigger
+/// `jobs_workflow_step`, one update of its chunk per member. Outcomes that include batch
+/// members are written with [`RECORD_OUTCOMES_COUNTING_MEMBERS`] instead, which counts them once
+/// per chunk; for the rest, this statement does none of that work.
+pub const RECORD_OUTCOMES: &str = record_outcomes!("", "", "");
+
+/// [`RECORD_OUTCOMES`], with the same parameters and answer, for outcomes that include batch
+/// members: the members that end here are counted by the statement itself, once per chunk of
+/// their batch (`members_ended`), rather than one by one by the row trigger
+/// `jobs_workflow_step`. The statement sets `jobs.members_counted` for its transaction before
+/// its first row, which the trigger's condition reads. It therefore runs in a transaction of its
+/// own (the completer runs it on the pool); a later statement of the same transaction would not
+/// count the members it ends.
+///
+/// Either statement is right for any outcome: which one is chosen (by what the claim said of
+/// each job's batch) changes only how members are counted, never what is counted.
+pub const RECORD_OUTCOMES_COUNTING_MEMBERS: &str = record_outcomes!(
+    "
+  AND (SELECT set_config('jobs.members_counted', 'statement', true)) IS NOT NULL",
+    ", j.batch_id",
+    ", members_ended AS (
     UPDATE jobs_batch_chunks AS c
     SET pending = c.pending - ended.members,
         done = c.done + ended.done,
@@ -84,8 +115,7 @@ RETURNING j.id, o.lease_token, j.state, j.schedule, j.batch_id
         GROUP BY batch_id, id / 64
     ) AS ended
     WHERE c.batch_id = ended.batch_id AND c.chunk = ended.chunk
-)
-SELECT id, lease_token FROM recorded"
+)"
 );
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
@@ -135,6 +165,10 @@ pub struct Outcome {
     pub lease_token: Uuid,
     /// What to do with the job.
     pub decision: Decision,
+    /// Whether the job is a member of a batch, as its claim said: chooses the statement that
+    /// writes the outcome ([`RECORD_OUTCOMES_COUNTING_MEMBERS`] when any is), not what it
+    /// writes.
+    pub in_batch: bool,
 }
 
 /// The columns of [`RECORD_OUTCOMES`], one element per outcome, in the order of job ids.
@@ -213,7 +247,12 @@ pub async fn record_outcomes(
     outcomes: &[Outcome],
 ) -> Result<Vec<Fenced>, sqlx::Error> {
     let columns = OutcomeColumns::of(outcomes);
-    let written: Vec<(JobId, Uuid)> = sqlx::query_as(RECORD_OUTCOMES)
+    let statement = if outcomes.iter().any(|outcome| outcome.in_batch) {
+        RECORD_OUTCOMES_COUNTING_MEMBERS
+    } else {
+        RECORD_OUTCOMES
+    };
+    let written: Vec<(JobId, Uuid)> = sqlx::query_as(statement)
         .bind(&columns.ids)
         .bind(&columns.tokens)
         .bind(&columns.states)
@@ -317,6 +356,7 @@ mod tests {
             id,
             lease_token: Uuid::new_v4(),
             decision,
+            in_batch: false,
         };
         let outcomes = [
             outcome(
