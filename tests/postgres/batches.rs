@@ -231,17 +231,22 @@ async fn replaying_a_dead_member_runs_the_callback_again_with_the_new_counts() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn members_cancelled_by_an_operator_count_as_cancelled() {
-    let db = db().await;
-    let batch = Batch::new()
+/// A batch of four `record_run` members with a `record_outcome` callback.
+async fn four_members_and_a_callback(db: &Db) -> jobs::EnqueuedBatch {
+    Batch::new()
         .then(record_outcome::builder())
         .enqueue(
             &db.pool,
             (0..4).map(|n| record_run::builder(format!("member {n}"))),
         )
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_cancelled_by_an_operator_count_as_cancelled() {
+    let db = db().await;
+    let batch = four_members_and_a_callback(&db).await;
     let cancelled = [batch.members[0].id(), batch.members[3].id()];
     admin::cancel(&db.pool, &cancelled, &CancelNote::by("ops"))
         .await
@@ -325,14 +330,7 @@ async fn either_outcome_statement_counts_the_members_right() {
     use jobs::{AttemptError, Decision};
 
     let db = db().await;
-    let batch = Batch::new()
-        .then(record_outcome::builder())
-        .enqueue(
-            &db.pool,
-            (0..4).map(|n| record_run::builder(format!("member {n}"))),
-        )
-        .await
-        .unwrap();
+    let batch = four_members_and_a_callback(&db).await;
     let plain = crate::test_jobs::record_run::enqueue(&db.pool, "plain".into())
         .await
         .unwrap()

@@ -12,7 +12,7 @@ use jobs::admin::{
     MAX_CANCEL_NOTE_LEN,
 };
 use jobs::postgres::__private::sql;
-use jobs::{Enqueued, JobId};
+use jobs::{Enqueued, JobId, WorkerHandle};
 use jobs_testkit::RowState::{Dead, Done, Running};
 use jobs_testkit::{hours, JobRow};
 
@@ -367,12 +367,10 @@ async fn a_running_job_that_stops_when_asked_is_cancelled_not_retried() {
     assert!(cancel_record(&db, id).await.3, "finished");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_job_hears_of_the_request_at_once_not_at_the_next_heartbeat() {
-    let db = Db::new().await;
+/// A `waits_for_cancel` job, started by a worker whose heartbeat beats every minute (longer
+/// than `wait_for_state` waits: only an announcement of a request can tell the run in time).
+async fn started_waiting_for_cancel(db: &Db) -> (JobId, WorkerHandle) {
     let id = waits_for_cancel::enqueue(&db.pool).await.unwrap().id();
-    // Heartbeats every minute: longer than `wait_for_state` waits. Only the announcement of the
-    // request can tell the run in time.
     let config = leased_config(Duration::from_secs(120), Duration::from_secs(60));
     let worker = start_worker(&db.pool, &["waits_for_cancel"], config);
     db.wait_for_count(
@@ -381,6 +379,13 @@ async fn a_running_job_hears_of_the_request_at_once_not_at_the_next_heartbeat() 
         1,
     )
     .await;
+    (id, worker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_hears_of_the_request_at_once_not_at_the_next_heartbeat() {
+    let db = Db::new().await;
+    let (id, worker) = started_waiting_for_cancel(&db).await;
     let report = admin::cancel(&db.pool, &[id], &ops()).await.unwrap();
     assert_eq!(ids_of(&report.requested), [id]);
     let row = db.wait_for_state(id, "cancelled").await;
@@ -394,15 +399,7 @@ async fn a_running_job_hears_of_the_request_at_once_not_at_the_next_heartbeat() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_missed_while_not_listening_is_heard_when_the_worker_listens_again() {
     let db = Db::new().await;
-    let id = waits_for_cancel::enqueue(&db.pool).await.unwrap().id();
-    let config = leased_config(Duration::from_secs(120), Duration::from_secs(60));
-    let worker = start_worker(&db.pool, &["waits_for_cancel"], config);
-    db.wait_for_count(
-        "the job to start",
-        &format!("SELECT count(*) FROM runs WHERE job_id = {id}"),
-        1,
-    )
-    .await;
+    let (id, worker) = started_waiting_for_cancel(&db).await;
     let listening = "SELECT count(*) FROM pg_stat_activity
                      WHERE datname = current_database() AND query LIKE 'LISTEN %'";
     db.wait_for_count("the worker to listen", listening, 1)

@@ -7,7 +7,7 @@ use jobs::postgres::__private::sql;
 use jobs::postgres::worker::Completion;
 use jobs::{WorkerConfig, WorkerHandle};
 
-use crate::plans::{explain, plan_nodes};
+use crate::plans::{done_outcomes, explain, leases_of, plan_nodes};
 use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::enqueue_record_run;
 
@@ -214,14 +214,11 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
     )
     .await;
     db.execute("ANALYZE jobs_queue").await;
-    let (ids, tokens): (Vec<i64>, Vec<uuid::Uuid>) = sqlx::query_as::<_, (i64, uuid::Uuid)>(
+    let (ids, tokens) = leases_of(
+        &db,
         "SELECT id, lease_token FROM jobs_queue ORDER BY id LIMIT 500",
     )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .unzip();
+    .await;
     let count = ids.len();
     let heartbeat: serde_json::Value = sqlx::query_scalar(&explain(sql::HEARTBEAT))
         .bind(&ids)
@@ -238,15 +235,8 @@ async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
             sql::RECORD_OUTCOMES_COUNTING_MEMBERS,
         ),
     ] {
-        let plan: serde_json::Value = sqlx::query_scalar(&explain(statement))
-            .bind(&ids)
-            .bind(&tokens)
-            .bind(vec!["done"; count])
-            .bind(vec![0.0_f64; count])
-            .bind(vec![false; count])
-            .bind(vec![None::<&str>; count])
-            .bind(vec![None::<&str>; count])
-            .bind(vec![None::<&str>; count])
+        let text = explain(statement);
+        let plan: serde_json::Value = done_outcomes(&text, &ids, &tokens)
             .fetch_one(&db.pool)
             .await
             .unwrap();

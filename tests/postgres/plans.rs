@@ -33,6 +33,37 @@ pub fn claim_of_16<'q>(
         .bind(vec![30.0_f64; kinds.len()])
 }
 
+/// `explain`, the [`explain`] or [`explain_analyze`] text of an outcome statement
+/// (`RECORD_OUTCOMES`, `RECORD_OUTCOMES_COUNTING_MEMBERS`), bound as a worker writes the runs
+/// `(ids, tokens)` done without output.
+pub fn done_outcomes<'q>(
+    explain: &'q str,
+    ids: &'q [i64],
+    tokens: &'q [uuid::Uuid],
+) -> QueryScalar<'q, Postgres, Value, PgArguments> {
+    let count = ids.len();
+    sqlx::query_scalar(explain)
+        .bind(ids)
+        .bind(tokens)
+        .bind(vec!["done"; count])
+        .bind(vec![0.0_f64; count])
+        .bind(vec![false; count])
+        .bind(vec![None::<&str>; count])
+        .bind(vec![None::<&str>; count])
+        .bind(vec![None::<&str>; count])
+}
+
+/// The `(id, lease_token)` pairs that `query` returns (the rows of running jobs it selects or
+/// leases), as two columns in its order.
+pub async fn leases_of(db: &Db, query: &str) -> (Vec<i64>, Vec<uuid::Uuid>) {
+    sqlx::query_as::<_, (i64, uuid::Uuid)>(query)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .unzip()
+}
+
 /// Runs `explain` (an [`explain`] or [`explain_analyze`] query, its parameters bound) in a
 /// transaction rolled back afterwards, so that an analyzed claim or delete changes nothing;
 /// prints the plan under `name` and returns it.

@@ -10,7 +10,9 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
 use sqlx::Postgres;
 
-use crate::plans::{explain, explain_analyze, plan_nodes, plan_of, scans_of};
+use crate::plans::{
+    done_outcomes, explain, explain_analyze, leases_of, plan_nodes, plan_of, scans_of,
+};
 use crate::support::Db;
 
 /// A million finished jobs of 50 kinds (a quarter of them prerequisites of the next, a tenth
@@ -216,31 +218,20 @@ async fn every_workflow_statement_reads_through_indexes_on_a_million_rows() {
     .await;
 
     // A worker's outcomes for the members of one batch, counted per chunk by the statement.
-    let (members, tokens): (Vec<i64>, Vec<uuid::Uuid>) =
-        sqlx::query_as::<_, (i64, uuid::Uuid)>(&format!(
+    let (members, tokens) = leases_of(
+        &db,
+        &format!(
             "UPDATE jobs_queue SET state = 'running', attempts = 1,
                  lease_token = gen_random_uuid(), lease_expires_at = now() + interval '30 s'
              WHERE batch_id = {batch} RETURNING id, lease_token"
-        ))
-        .fetch_all(&db.pool)
-        .await
-        .unwrap()
-        .into_iter()
-        .unzip();
-    let count = members.len();
+        ),
+    )
+    .await;
     let outcomes = explain_analyze(sql::RECORD_OUTCOMES_COUNTING_MEMBERS);
     let plan = assert_indexed(
         &db,
         "RECORD_OUTCOMES_COUNTING_MEMBERS",
-        sqlx::query_scalar(&outcomes)
-            .bind(&members)
-            .bind(&tokens)
-            .bind(vec!["done"; count])
-            .bind(vec![0.0_f64; count])
-            .bind(vec![false; count])
-            .bind(vec![None::<&str>; count])
-            .bind(vec![None::<&str>; count])
-            .bind(vec![None::<&str>; count]),
+        done_outcomes(&outcomes, &members, &tokens),
     )
     .await;
     let chunk_reads: Vec<_> = scans_of(&plan_nodes(&plan), "jobs_batch_chunks")

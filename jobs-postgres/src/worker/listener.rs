@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use jobs_core::JobId;
 use sqlx::postgres::PgListener;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use super::{heartbeat, reach, Shared};
 use crate::backoff::ReconnectBackoff;
@@ -64,9 +64,8 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
         wake_all();
         // Requests to stop a running job sent while not listening were missed too (before the
         // first LISTEN, a job may already run): one renewal at once, whose answer tells the runs.
-        tokio::select! {
-            () = heartbeat::beat_once(&shared) => {}
-            _ = stop.wait_for(|stop| *stop) => return,
+        if !renew_leases_unless_stopped(&shared, &mut stop).await {
+            return;
         }
         loop {
             let received = tokio::select! {
@@ -78,11 +77,8 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
                     let runs_it = notification.payload().parse::<JobId>().is_ok_and(|id| {
                         shared.running.held().iter().any(|(held, _, _)| *held == id)
                     });
-                    if runs_it {
-                        tokio::select! {
-                            () = heartbeat::beat_once(&shared) => {}
-                            _ = stop.wait_for(|stop| *stop) => return,
-                        }
+                    if runs_it && !renew_leases_unless_stopped(&shared, &mut stop).await {
+                        return;
                     }
                 }
                 Ok(Some(notification)) => {
@@ -100,5 +96,14 @@ pub async fn listen(shared: Arc<Shared>, wakers: HashMap<String, Vec<Arc<Notify>
                 }
             }
         }
+    }
+}
+
+/// Renews the leases of the jobs this worker runs at once (the answer tells the runs asked to
+/// stop); `false` when the worker stopped first.
+async fn renew_leases_unless_stopped(shared: &Shared, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        () = heartbeat::beat_once(shared) => true,
+        _ = stop.wait_for(|stop| *stop) => false,
     }
 }
