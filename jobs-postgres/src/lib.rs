@@ -70,9 +70,7 @@ pub mod __private {
         pub use crate::store::outbox::{
             CLAIM_OUTBOX, LIST_PARKED, PREVIEW_REPLAY_PARKED, REPLAY_PARKED,
         };
-        pub use crate::store::outcomes::{
-            COMPLETE_IN_TRANSACTION, HEARTBEAT, RECORD_OUTCOMES, RECORD_OUTCOMES_COUNTING_MEMBERS,
-        };
+        pub use crate::store::outcomes::{COMPLETE_IN_TRANSACTION, HEARTBEAT, RECORD_OUTCOMES};
         pub use crate::store::outputs::READ_OUTPUT;
         pub use crate::store::processed::{IS_PROCESSED, MARK_PROCESSED};
         pub use crate::store::rescue::{LIST_EXPIRED, RESCUE_EXPIRED, RESCUE_JOBS};

@@ -67,6 +67,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "outputs", "0014_outputs.sql"),
     migration!(15, "workflows", "0015_workflows.sql"),
     migration!(16, "operating_workflows", "0016_operating_workflows.sql"),
+    migration!(17, "workflow_steps", "0017_workflow_steps.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

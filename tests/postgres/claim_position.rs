@@ -65,7 +65,6 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
                 id: job.id,
                 lease_token: job.lease_token,
                 decision: Decision::Complete { output: None },
-                in_batch: job.in_batch,
             })
             .collect();
         store::record_outcomes(&db.pool, &outcomes).await.unwrap();

@@ -46,4 +46,5 @@ mod unwritable;
 mod worker_metrics;
 mod worker_start;
 mod workflow_ops;
+mod workflow_paths;
 mod workflow_plans;

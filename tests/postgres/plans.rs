@@ -33,9 +33,8 @@ pub fn claim_of_16<'q>(
         .bind(vec![30.0_f64; kinds.len()])
 }
 
-/// `explain`, the [`explain`] or [`explain_analyze`] text of an outcome statement
-/// (`RECORD_OUTCOMES`, `RECORD_OUTCOMES_COUNTING_MEMBERS`), bound as a worker writes the runs
-/// `(ids, tokens)` done without output.
+/// `explain`, the [`explain`] or [`explain_analyze`] text of `RECORD_OUTCOMES`, bound as a
+/// worker writes the runs `(ids, tokens)` done without output.
 pub fn done_outcomes<'q>(
     explain: &'q str,
     ids: &'q [i64],

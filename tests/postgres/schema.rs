@@ -50,7 +50,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (13, "job_search".to_string()),
             (14, "outputs".to_string()),
             (15, "workflows".to_string()),
-            (16, "operating_workflows".to_string())
+            (16, "operating_workflows".to_string()),
+            (17, "workflow_steps".to_string())
         ]
     );
     let sqlx_history: Option<String> =

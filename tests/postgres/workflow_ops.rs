@@ -22,13 +22,19 @@ async fn after(db: &Db, label: &str, after: Vec<Dependency>) -> JobId {
         .id()
 }
 
-/// Ends job `id` in `state` as a worker or an operator would (the workflow trigger runs), that
+/// Ends job `id` in `state` as a worker or an operator would (its workflow moves on), that
 /// many days ago.
 async fn end(db: &Db, id: JobId, state: &str, days_ago: u32) {
     sqlx::query(
-        "UPDATE jobs_queue SET state = $2, attempts = 1, lease_token = NULL,
-                lease_expires_at = NULL, finished_at = now() - make_interval(days => $3)
-         WHERE id = $1",
+        "WITH ended AS (
+             UPDATE jobs_queue SET state = $2, attempts = 1, lease_token = NULL,
+                    lease_expires_at = NULL, finished_at = now() - make_interval(days => $3)
+             WHERE id = $1
+             RETURNING id, batch_id, has_dependents, state
+         )
+         SELECT jobs_workflow_steps(ARRAY[id], ARRAY[batch_id], ARRAY[has_dependents],
+                                    ARRAY['running'], ARRAY[state])
+         FROM ended",
     )
     .bind(id)
     .bind(state)

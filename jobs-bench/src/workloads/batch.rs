@@ -1,8 +1,8 @@
 //! Draining a batch: jobs enqueued as one batch with a callback, against the same jobs enqueued
 //! without a batch, by the same worker (default settings: batched outcomes) in the same run on
-//! the same database. Every member's end moves the counts of its chunk of 64 ids (the trigger
-//! `jobs_workflow_step`), and every chunk that closes moves the batch row once, at commit: the
-//! fan-in must cost the drain less than a fifth (batch / plain >= 0.8).
+//! the same database. Every outcome write moves the counts of each chunk of 64 ids its members
+//! belong to (`jobs_workflow_steps`), and every chunk that closes moves the batch row once, at
+//! commit: the fan-in must cost the drain less than a fifth (batch / plain >= 0.8).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -2,10 +2,10 @@
 //! and reading how it ended.
 //!
 //! Members are counted per chunk of 64 consecutive ids (`jobs_batch_chunks`, migration 15):
-//! the trigger `jobs_workflow_step` moves a member's chunk counts when it ends or is re-opened,
-//! and the deferred `jobs_batch_chunk_settle` closes and re-opens chunks on the batch row at
-//! commit, ending the batch (and releasing its callback) when its last chunk closes. This
-//! module writes the starting counts and reads them.
+//! the statements that end or re-open members move their chunks' counts (`jobs_workflow_steps`,
+//! migration 17, once per chunk), and the deferred `jobs_batch_chunk_settle` closes and
+//! re-opens chunks on the batch row at commit, ending the batch (and releasing its callback)
+//! when its last chunk closes. This module writes the starting counts and reads them.
 
 use chrono::{DateTime, Utc};
 use jobs_core::JobId;

@@ -45,14 +45,18 @@ WITH asked AS (",
     WHERE j.id = asked.id AND j.state IN ",
             pending_states!(),
             "
-    RETURNING j.id, j.state
+    RETURNING j.id, j.state, j.batch_id, j.has_dependents
 ), announced AS (
     SELECT pg_notify('jobs_cancel', id::text) FROM changed WHERE state = 'running'
-)
+), ",
+            workflow_steps!("changed", "'ready'::text"),
+            "
 SELECT asked.id, asked.kind, asked.queue, coalesce(changed.state, asked.state) AS state,
        changed.id IS NOT NULL AS changed
 FROM asked LEFT JOIN changed ON changed.id = asked.id
-WHERE (SELECT count(*) FROM announced) >= 0
+WHERE (SELECT count(*) FROM announced) >= 0 AND ",
+            after_workflow_steps!(),
+            "
 ORDER BY asked.id"
         )
     };
@@ -132,16 +136,22 @@ WITH doomed AS (
     "
     LIMIT $7
     FOR UPDATE
-)
-UPDATE jobs_queue AS j
-SET state = 'cancelled',
-    finished_at = now(),
-    cancel_requested_at = now(),
-    cancel_requested_by = $1,
-    cancel_reason = $2
-FROM doomed
-WHERE j.id = doomed.id AND j.state = 'ready'
-RETURNING j.id, j.kind, j.queue"
+), cancelled AS (
+    UPDATE jobs_queue AS j
+    SET state = 'cancelled',
+        finished_at = now(),
+        cancel_requested_at = now(),
+        cancel_requested_by = $1,
+        cancel_reason = $2
+    FROM doomed
+    WHERE j.id = doomed.id AND j.state = 'ready'
+    RETURNING j.id, j.kind, j.queue, j.state, j.batch_id, j.has_dependents
+), ",
+    workflow_steps!("cancelled", "'ready'::text"),
+    "
+SELECT id, kind, queue FROM cancelled
+WHERE ",
+    after_workflow_steps!()
 );
 
 /// How many ready jobs match `$1`..`$4` (kind, queue, scheduled, seconds since enqueued; see

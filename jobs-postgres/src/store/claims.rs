@@ -40,8 +40,7 @@ FROM claimable
 WHERE j.id = claimable.id
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
           j.dedupe_key, j.lease_token, j.priority, j.run_at, j.created_at,
-          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs,
-          j.batch_id IS NOT NULL AS in_batch"
+          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
         )
     };
 }
@@ -243,8 +242,6 @@ pub struct ClaimedJob {
     /// Seconds the job had been due (since its `run_at`) when claimed, by the database's clock:
     /// its pickup latency.
     pub waited_secs: f64,
-    /// Whether it is a member of a batch (its outcome's write then counts it in the batch).
-    pub in_batch: bool,
 }
 
 impl ClaimedJob {

@@ -150,13 +150,18 @@ WITH candidates AS (
         finished_at = NULL
     FROM checked
     WHERE j.id = checked.id AND checked.held_by IS NULL
-    RETURNING j.id, j.queue
+    RETURNING j.id, j.queue, j.state, j.batch_id, j.has_dependents
 ), notified AS (
     SELECT pg_notify('jobs_queue', queue) FROM (SELECT DISTINCT queue FROM replayed) AS queues
-)
+), ",
+    workflow_steps!("replayed", "'dead'::text"),
+    "
 SELECT checked.id, checked.kind, checked.queue, checked.dedupe_key, checked.held_by,
        (SELECT count(*) FROM notified) AS notified
 FROM checked
+WHERE ",
+    after_workflow_steps!(),
+    "
 ORDER BY checked.id"
 );
 

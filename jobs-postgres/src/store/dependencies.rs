@@ -2,12 +2,12 @@
 //! and the job inserted waiting, ready or cancelled accordingly, with one dependency row per
 //! prerequisite.
 //!
-//! The job then changes state in the transactions that end its prerequisites, by the trigger
-//! of migration 15 (`jobs_workflow_step`): this module only writes the starting point. Locking
-//! each prerequisite's row (`FOR NO KEY UPDATE`, in id order) until the enqueuing transaction
-//! ends is what makes the two meet: a prerequisite ending at the same time either ends first
-//! (the lock waits for it, and its new state is read) or waits for the enqueue to commit (and
-//! then its trigger finds the new dependency row).
+//! The job then changes state in the transactions that end its prerequisites, each of which
+//! hands them to `jobs_workflow_steps` (migration 17): this module only writes the starting
+//! point. Locking each prerequisite's row (`FOR NO KEY UPDATE`, in id order) until the
+//! enqueuing transaction ends is what makes the two meet: a prerequisite ending at the same time
+//! either ends first (the lock waits for it, and its new state is read) or waits for the enqueue
+//! to commit (and then its workflow step finds the new dependency row).
 
 use std::collections::HashSet;
 

@@ -46,6 +46,43 @@ macro_rules! pending_states {
     };
 }
 
+/// The common table expression `workflow_steps`, which moves on the workflows of the jobs a
+/// statement ended or re-opened: the rows of `$rows` (a common table expression of the same
+/// statement with columns `id`, `batch_id`, `has_dependents` and the new `state`) that have
+/// dependents or a batch, with `$was` their state before the statement (an SQL expression),
+/// handed to `jobs_workflow_steps` (migration 17) in one call; plain jobs hand nothing over and
+/// the function is not called.
+///
+/// The statement's main query must read it (`WHERE (SELECT count(*) FROM workflow_steps) >= 0`):
+/// PostgreSQL runs a query's common table expressions that change nothing only when they are
+/// read. Its aggregate reads every row of `$rows` before the call, so the call comes after all
+/// of the statement's writes to `jobs_queue`, as it must (a statement's update of a row that a
+/// function it called has already updated is refused).
+macro_rules! workflow_steps {
+    ($rows:literal, $was:literal) => {
+        concat!(
+            "workflow_steps AS (
+    SELECT jobs_workflow_steps(array_agg(id), array_agg(batch_id), array_agg(has_dependents),
+                               array_agg(",
+            $was,
+            "), array_agg(state))
+    FROM ",
+            $rows,
+            "
+    WHERE has_dependents OR batch_id IS NOT NULL
+    HAVING count(*) > 0
+)"
+        )
+    };
+}
+
+/// The condition that makes a statement's main query read [`workflow_steps!`] first.
+macro_rules! after_workflow_steps {
+    () => {
+        "(SELECT count(*) FROM workflow_steps) >= 0"
+    };
+}
+
 pub(crate) mod batches;
 pub(crate) mod cancel;
 pub(crate) mod claims;

@@ -17,52 +17,6 @@ macro_rules! outcome_state {
     };
 }
 
-/// Records the outcomes of many runs in one statement, each fenced by its lease token, with
-/// `$counting` a condition on every row (or nothing), `$returning` extra columns of the rows
-/// written, and `$ctes` further common table expressions over them (`recorded`).
-macro_rules! record_outcomes {
-    ($counting:literal, $returning:literal, $ctes:literal) => {
-        concat!(
-            "
-WITH recorded AS (
-UPDATE jobs_queue AS j
-SET state = ",
-            outcome_state!(),
-            ",
-    run_at = CASE WHEN ",
-            outcome_state!(),
-            " = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
-    attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
-    finished_at = CASE WHEN ",
-            outcome_state!(),
-            " = 'ready' THEN NULL ELSE now() END,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    output = o.output::jsonb,
-    errors = CASE WHEN o.error_kind IS NULL THEN j.errors
-                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                      'attempt', j.attempts, 'at', now(), 'kind', o.error_kind, 'error', o.error))
-             END
-FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[],
-            $8::text[])
-     AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error, output)
-WHERE j.id = o.id AND j.lease_token = o.lease_token",
-            $counting,
-            "
-RETURNING j.id, o.lease_token, j.state, j.schedule",
-            $returning,
-            "
-), schedule_succeeded AS (
-    UPDATE jobs_schedules AS s SET last_success_at = now()
-    WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
-)",
-            $ctes,
-            "
-SELECT id, lease_token FROM recorded"
-        )
-    };
-}
-
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
 /// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
@@ -79,43 +33,45 @@ SELECT id, lease_token FROM recorded"
 /// succeed is `cancelled` instead of being retried, snoozed, handed back or made dead; its
 /// error, if any, is kept in its history as usual.
 ///
-/// Right for every job: a batch member that ends here is counted by the row trigger
-/// `jobs_workflow_step`, one update of its chunk per member. Outcomes that include batch
-/// members are written with [`RECORD_OUTCOMES_COUNTING_MEMBERS`] instead, which counts them once
-/// per chunk; for the rest, this statement does none of that work.
-pub const RECORD_OUTCOMES: &str = record_outcomes!("", "", "");
-
-/// [`RECORD_OUTCOMES`], with the same parameters and answer, for outcomes that include batch
-/// members: the members that end here are counted by the statement itself, once per chunk of
-/// their batch (`members_ended`), rather than one by one by the row trigger
-/// `jobs_workflow_step`. The statement sets `jobs.members_counted` for its transaction before
-/// its first row, which the trigger's condition reads. It therefore runs in a transaction of its
-/// own (the completer runs it on the pool); a later statement of the same transaction would not
-/// count the members it ends.
-///
-/// Either statement is right for any outcome: which one is chosen (by what the claim said of
-/// each job's batch) changes only how members are counted, never what is counted.
-pub const RECORD_OUTCOMES_COUNTING_MEMBERS: &str = record_outcomes!(
+/// The jobs that end here with dependents or in a batch move their workflows on in the same
+/// statement ([`workflow_steps!`]): members counted once per chunk of their batch, dependents
+/// released or cancelled. For outcomes of plain jobs that step reads the rows written and
+/// calls nothing.
+pub const RECORD_OUTCOMES: &str = concat!(
     "
-  AND (SELECT set_config('jobs.members_counted', 'statement', true)) IS NOT NULL",
-    ", j.batch_id",
-    ", members_ended AS (
-    UPDATE jobs_batch_chunks AS c
-    SET pending = c.pending - ended.members,
-        done = c.done + ended.done,
-        dead = c.dead + ended.dead,
-        cancelled = c.cancelled + ended.cancelled
-    FROM (
-        SELECT batch_id, id / 64 AS chunk, count(*) AS members,
-               count(*) FILTER (WHERE state = 'done') AS done,
-               count(*) FILTER (WHERE state = 'dead') AS dead,
-               count(*) FILTER (WHERE state = 'cancelled') AS cancelled
-        FROM recorded
-        WHERE batch_id IS NOT NULL AND state IN ('done', 'dead', 'cancelled')
-        GROUP BY batch_id, id / 64
-    ) AS ended
-    WHERE c.batch_id = ended.batch_id AND c.chunk = ended.chunk
-)"
+WITH recorded AS (
+UPDATE jobs_queue AS j
+SET state = ",
+    outcome_state!(),
+    ",
+    run_at = CASE WHEN ",
+    outcome_state!(),
+    " = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
+    attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
+    finished_at = CASE WHEN ",
+    outcome_state!(),
+    " = 'ready' THEN NULL ELSE now() END,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    output = o.output::jsonb,
+    errors = CASE WHEN o.error_kind IS NULL THEN j.errors
+                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                      'attempt', j.attempts, 'at', now(), 'kind', o.error_kind, 'error', o.error))
+             END
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::bool[], $6::text[], $7::text[],
+            $8::text[])
+     AS o(id, lease_token, state, delay_secs, give_back_attempt, error_kind, error, output)
+WHERE j.id = o.id AND j.lease_token = o.lease_token
+RETURNING j.id, o.lease_token, j.state, j.schedule, j.batch_id, j.has_dependents
+), schedule_succeeded AS (
+    UPDATE jobs_schedules AS s SET last_success_at = now()
+    WHERE s.name IN (SELECT schedule FROM recorded WHERE state = 'done' AND schedule IS NOT NULL)
+), ",
+    workflow_steps!("recorded", "'running'::text"),
+    "
+SELECT id, lease_token FROM recorded
+WHERE ",
+    after_workflow_steps!()
 );
 
 /// Extends the leases of jobs `$1` still held with tokens `$2`, each by its `$3` seconds (the
@@ -129,9 +85,11 @@ WHERE j.id = held.id AND j.lease_token = held.lease_token
 RETURNING j.id, j.lease_token, j.cancel_requested_at IS NOT NULL AS cancel_requested";
 
 /// Marks job `$1` done inside the job's own transaction, fenced by its lease token `$2`, storing
-/// output `$3` (JSON text; NULL for none); returns its id when the lease still held. The row stays locked until that transaction ends, so the
-/// completion commits or rolls back with the job's effects.
-pub const COMPLETE_IN_TRANSACTION: &str = "
+/// output `$3` (JSON text; NULL for none); returns its id when the lease still held. The row
+/// stays locked until that transaction ends, so the completion commits or rolls back with the
+/// job's effects, and so does the step of its workflow ([`workflow_steps!`]).
+pub const COMPLETE_IN_TRANSACTION: &str = concat!(
+    "
 WITH completed AS (
     UPDATE jobs_queue
     SET state = 'done',
@@ -140,12 +98,17 @@ WITH completed AS (
         lease_expires_at = NULL,
         output = $3::text::jsonb
     WHERE id = $1 AND lease_token = $2 AND state = 'running'
-    RETURNING id, schedule
+    RETURNING id, schedule, state, batch_id, has_dependents
 ), schedule_succeeded AS (
     UPDATE jobs_schedules AS s SET last_success_at = now()
     WHERE s.name IN (SELECT schedule FROM completed WHERE schedule IS NOT NULL)
-)
-SELECT id FROM completed";
+), ",
+    workflow_steps!("completed", "'running'::text"),
+    "
+SELECT id FROM completed
+WHERE ",
+    after_workflow_steps!()
+);
 
 /// Whether an outcome was written, or the lease had already been lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,10 +128,6 @@ pub struct Outcome {
     pub lease_token: Uuid,
     /// What to do with the job.
     pub decision: Decision,
-    /// Whether the job is a member of a batch, as its claim said: chooses the statement that
-    /// writes the outcome ([`RECORD_OUTCOMES_COUNTING_MEMBERS`] when any is), not what it
-    /// writes.
-    pub in_batch: bool,
 }
 
 /// The columns of [`RECORD_OUTCOMES`], one element per outcome, in the order of job ids.
@@ -247,12 +206,7 @@ pub async fn record_outcomes(
     outcomes: &[Outcome],
 ) -> Result<Vec<Fenced>, sqlx::Error> {
     let columns = OutcomeColumns::of(outcomes);
-    let statement = if outcomes.iter().any(|outcome| outcome.in_batch) {
-        RECORD_OUTCOMES_COUNTING_MEMBERS
-    } else {
-        RECORD_OUTCOMES
-    };
-    let written: Vec<(JobId, Uuid)> = sqlx::query_as(statement)
+    let written: Vec<(JobId, Uuid)> = sqlx::query_as(RECORD_OUTCOMES)
         .bind(&columns.ids)
         .bind(&columns.tokens)
         .bind(&columns.states)
@@ -356,7 +310,6 @@ mod tests {
             id,
             lease_token: Uuid::new_v4(),
             decision,
-            in_batch: false,
         };
         let outcomes = [
             outcome(

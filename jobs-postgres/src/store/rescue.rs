@@ -5,7 +5,8 @@ use jobs_core::JobId;
 use sqlx::{FromRow, PgPool};
 
 /// The rescue of expired leases, for the rows that `$selection` picks among the running jobs
-/// whose lease expired (see [`RESCUE_EXPIRED`] and [`RESCUE_JOBS`]).
+/// whose lease expired (see [`RESCUE_EXPIRED`] and [`RESCUE_JOBS`]). The jobs that end here
+/// (dead or cancelled) move their workflows on in the same statement ([`workflow_steps!`]).
 macro_rules! rescue_jobs {
     ($selection:literal) => {
         concat!(
@@ -16,21 +17,27 @@ WITH expired AS (
             $selection,
             "
     FOR UPDATE SKIP LOCKED
-)
-UPDATE jobs_queue AS j
-SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                 WHEN j.attempts >= j.max_attempts THEN 'dead'
-                 ELSE 'ready' END,
-    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts
-                       THEN now() END,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
-        'attempt', j.attempts, 'at', now(), 'kind', 'lease_expired',
-        'error', 'lease expired: the worker stopped renewing it (crashed, paused or cut off)'))
-FROM expired
-WHERE j.id = expired.id
-RETURNING j.id, j.kind, j.queue, j.state"
+), rescued AS (
+    UPDATE jobs_queue AS j
+    SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                     WHEN j.attempts >= j.max_attempts THEN 'dead'
+                     ELSE 'ready' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts
+                           THEN now() END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        errors = j.errors || jsonb_build_array(jsonb_build_object(
+            'attempt', j.attempts, 'at', now(), 'kind', 'lease_expired',
+            'error', 'lease expired: the worker stopped renewing it (crashed, paused or cut off)'))
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.id, j.kind, j.queue, j.state, j.batch_id, j.has_dependents
+), ",
+            workflow_steps!("rescued", "'running'::text"),
+            "
+SELECT id, kind, queue, state FROM rescued
+WHERE ",
+            after_workflow_steps!()
         )
     };
 }

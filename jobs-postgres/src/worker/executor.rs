@@ -74,7 +74,6 @@ pub async fn execute(
         id: job.id,
         lease_token: job.lease_token,
         decision: decision.clone(),
-        in_batch: job.in_batch,
     };
     // The completer forgets the job once its outcome is written.
     match &shared.completer {
