@@ -313,3 +313,73 @@ async fn a_shutdown_waits_for_the_outcomes_of_a_full_queue() {
         2
     );
 }
+
+/// How many times the connection planned `statement` generically and one-off:
+/// `(generic_plans, custom_plans)` of its prepared statement.
+async fn plans_made(conn: &mut sqlx::PgConnection, statement: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+    )
+    .bind(statement)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// The outcome statement and the heartbeat are planned once per connection, not at every
+/// execution: after the five executions PostgreSQL plans one-off to compare, it keeps the
+/// generic plan, whatever the number of jobs in each call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_and_heartbeats_keep_one_plan_per_connection() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
+                                 lease_token, lease_expires_at, attempted_at)
+         SELECT 'record_run', 'default', '{}'::jsonb, 'running', 1, 8,
+                gen_random_uuid(), now() + interval '1 hour', now()
+         FROM generate_series(1, 1000)",
+    )
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
+    let (ids, tokens) = leases_of(&db, "SELECT id, lease_token FROM jobs_queue ORDER BY id").await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    // Calls of 1, 100, 1, 100, ... jobs: a plan made for the length of the arrays would differ
+    // from call to call.
+    let mut start = 0;
+    for call in 0..10 {
+        let count = if call % 2 == 0 { 1 } else { 100 };
+        let (ids, tokens) = (&ids[start..start + count], &tokens[start..start + count]);
+        start += count;
+        sqlx::query(sql::HEARTBEAT)
+            .bind(ids)
+            .bind(tokens)
+            .bind(vec![30.0_f64; count])
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let written = sqlx::query(sql::RECORD_OUTCOMES)
+            .bind(ids)
+            .bind(tokens)
+            .bind(vec!["done"; count])
+            .bind(vec![0.0_f64; count])
+            .bind(vec![false; count])
+            .bind(vec![None::<&str>; count])
+            .bind(vec![None::<&str>; count])
+            .bind(vec![None::<&str>; count])
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(written.rows_affected(), count as u64);
+    }
+    for (name, statement) in [
+        ("the heartbeat", sql::HEARTBEAT),
+        ("the outcome statement", sql::RECORD_OUTCOMES),
+    ] {
+        let (generic, custom) = plans_made(&mut conn, statement).await;
+        assert_eq!(
+            (generic, custom),
+            (5, 5),
+            "{name}: planned one-off only for the first five executions"
+        );
+    }
+}
