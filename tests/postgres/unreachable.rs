@@ -130,7 +130,15 @@ async fn a_started_worker_that_never_reached_the_database_says_so_when_shut_down
 struct Proxy {
     port: u16,
     accepting: JoinHandle<()>,
-    piping: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    piping: Arc<Mutex<Pipes>>,
+}
+
+/// The connections a [`Proxy`] pipes, and whether it was cut: one lock for both, so that no
+/// connection accepted while the proxy is being cut outlives the cut.
+#[derive(Default)]
+struct Pipes {
+    cut: bool,
+    running: Vec<JoinHandle<()>>,
 }
 
 /// Where the proxy connects: the test server, over TCP or its Unix socket.
@@ -153,12 +161,17 @@ impl Proxy {
     async fn to(target: Target) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("its address").port();
-        let piping: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let piping: Arc<Mutex<Pipes>> = Arc::default();
         let pipes = Arc::clone(&piping);
         let accepting = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 let target = target.clone();
-                pipes.lock().unwrap().push(tokio::spawn(async move {
+                let mut pipes = pipes.lock().unwrap();
+                if pipes.cut {
+                    // Accepted while the proxy was being cut: closed, never piped.
+                    continue;
+                }
+                pipes.running.push(tokio::spawn(async move {
                     let _ = match target {
                         Target::Tcp(host, port) => match TcpStream::connect((host, port)).await {
                             Ok(mut outbound) => {
@@ -185,8 +198,10 @@ impl Proxy {
 
     /// Closes the port and drops every connection: the database is gone, "Connection refused".
     fn cut(&self) {
+        let mut pipes = self.piping.lock().unwrap();
+        pipes.cut = true;
         self.accepting.abort();
-        for pipe in self.piping.lock().unwrap().drain(..) {
+        for pipe in pipes.running.drain(..) {
             pipe.abort();
         }
     }
