@@ -199,21 +199,29 @@ async fn a_full_outcome_queue_holds_executors_back() {
     assert_eq!(db.count("SELECT count(*) FROM runs").await, 6);
 }
 
+/// Fills the table with `count` running `record_run` jobs under leases of an hour, analyzed.
+async fn running_jobs(db: &Db, count: i64) {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
+                                 lease_token, lease_expires_at, attempted_at)
+         SELECT 'record_run', 'default', '{}'::jsonb, 'running', 1, 8,
+                gen_random_uuid(), now() + interval '1 hour', now()
+         FROM generate_series(1, $1)",
+    )
+    .bind(count)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    db.execute("ANALYZE jobs_queue").await;
+}
+
 /// The heartbeat and the outcomes lock their rows in the order of the ids bound (which the
 /// worker sorts): the join drives from the arrays and looks each id up in the primary key, on a
 /// table with many rows and a full batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_and_outcomes_lock_rows_in_the_order_bound() {
     let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
-                                 lease_token, lease_expires_at, attempted_at)
-         SELECT 'record_run', 'default', '{}'::jsonb, 'running', 1, 8,
-                gen_random_uuid(), now() + interval '1 hour', now()
-         FROM generate_series(1, 100000) AS n",
-    )
-    .await;
-    db.execute("ANALYZE jobs_queue").await;
+    running_jobs(&db, 100_000).await;
     let (ids, tokens) = leases_of(
         &db,
         "SELECT id, lease_token FROM jobs_queue ORDER BY id LIMIT 500",
@@ -332,15 +340,7 @@ async fn plans_made(conn: &mut sqlx::PgConnection, statement: &str) -> (i64, i64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcomes_and_heartbeats_keep_one_plan_per_connection() {
     let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, state, attempts, max_attempts,
-                                 lease_token, lease_expires_at, attempted_at)
-         SELECT 'record_run', 'default', '{}'::jsonb, 'running', 1, 8,
-                gen_random_uuid(), now() + interval '1 hour', now()
-         FROM generate_series(1, 1000)",
-    )
-    .await;
-    db.execute("ANALYZE jobs_queue").await;
+    running_jobs(&db, 1_000).await;
     let (ids, tokens) = leases_of(&db, "SELECT id, lease_token FROM jobs_queue ORDER BY id").await;
     let mut conn = db.pool.acquire().await.unwrap();
     // Calls of 1, 100, 1, 100, ... jobs: a plan made for the length of the arrays would differ
@@ -357,19 +357,12 @@ async fn outcomes_and_heartbeats_keep_one_plan_per_connection() {
             .execute(&mut *conn)
             .await
             .unwrap();
-        let written = sqlx::query(sql::RECORD_OUTCOMES)
-            .bind(ids)
-            .bind(tokens)
-            .bind(vec!["done"; count])
-            .bind(vec![0.0_f64; count])
-            .bind(vec![false; count])
-            .bind(vec![None::<&str>; count])
-            .bind(vec![None::<&str>; count])
-            .bind(vec![None::<&str>; count])
-            .execute(&mut *conn)
+        let mut written: Vec<i64> = done_outcomes(sql::RECORD_OUTCOMES, ids, tokens)
+            .fetch_all(&mut *conn)
             .await
             .unwrap();
-        assert_eq!(written.rows_affected(), count as u64);
+        written.sort_unstable();
+        assert_eq!(written, ids, "every outcome written");
     }
     for (name, statement) in [
         ("the heartbeat", sql::HEARTBEAT),

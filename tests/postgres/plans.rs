@@ -33,15 +33,19 @@ pub fn claim_of_16<'q>(
         .bind(vec![30.0_f64; kinds.len()])
 }
 
-/// `explain`, the [`explain`] or [`explain_analyze`] text of `RECORD_OUTCOMES`, bound as a
-/// worker writes the runs `(ids, tokens)` done without output.
-pub fn done_outcomes<'q>(
-    explain: &'q str,
+/// `statement`, `RECORD_OUTCOMES` or its [`explain`] or [`explain_analyze`] text, bound as a
+/// worker writes the runs `(ids, tokens)` done without output; `O` is its first column (the
+/// plan, or the id of a job written).
+pub fn done_outcomes<'q, O>(
+    statement: &'q str,
     ids: &'q [i64],
     tokens: &'q [uuid::Uuid],
-) -> QueryScalar<'q, Postgres, Value, PgArguments> {
+) -> QueryScalar<'q, Postgres, O, PgArguments>
+where
+    O: Send + Unpin + for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+{
     let count = ids.len();
-    sqlx::query_scalar(explain)
+    sqlx::query_scalar(statement)
         .bind(ids)
         .bind(tokens)
         .bind(vec!["done"; count])
