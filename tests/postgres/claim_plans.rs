@@ -11,7 +11,8 @@ use sqlx::query::QueryScalar;
 use sqlx::Postgres;
 
 use crate::plans::{
-    assert_no_seq_scan, claim_of_16, explain_analyze, plan_nodes, plan_of, scans_of,
+    assert_no_seq_scan, claim_of_16, explain_analyze, generic_plan_of, plan_nodes, plan_of,
+    plans_made, scans_of,
 };
 use crate::support::Db;
 
@@ -46,11 +47,10 @@ async fn backlog_of_another_kind() -> Db {
     db
 }
 
-/// Runs `explain` (an [`explain_analyze`] of a claim, its parameters bound) and rolls it back,
-/// prints the plan, and checks it; returns the rows the claim took.
-async fn check(db: &Db, name: &str, explain: QueryScalar<'_, Postgres, Value, PgArguments>) -> i64 {
-    let plan = plan_of(db, name, explain).await;
-    let nodes = plan_nodes(&plan);
+/// Checks `plan`, a claim's analyzed plan printed as `name`: no table read whole, no foreign job
+/// walked; returns the rows the claim took.
+fn check(name: &str, plan: &Value) -> i64 {
+    let nodes = plan_nodes(plan);
     assert_no_seq_scan(&scans_of(&nodes, "jobs_queue"), name);
     let removed: i64 = nodes
         .iter()
@@ -71,26 +71,66 @@ async fn check(db: &Db, name: &str, explain: QueryScalar<'_, Postgres, Value, Pg
     root["Actual Rows"].as_i64().unwrap()
 }
 
-/// [`check`]s `statement` (printed as `name`), a claim from the front of up to 16 jobs of
-/// `kinds`; returns the rows it took.
+/// [`check`]s both plans of `statement` (printed as `name`), each run and rolled back: the one
+/// made for the values bound to `explain` (its [`explain_analyze`] text), and the generic one,
+/// which a connection keeps after five executions, run with `arguments` (the same values as SQL
+/// literals); returns the rows each took.
+async fn check_plans(
+    db: &Db,
+    name: &str,
+    statement: &str,
+    explain: QueryScalar<'_, Postgres, Value, PgArguments>,
+    arguments: &[String],
+) -> [i64; 2] {
+    let custom = plan_of(db, name, explain).await;
+    let generic = generic_plan_of(db, name, statement, arguments).await;
+    [
+        check(name, &custom),
+        check(&format!("{name} (generic plan)"), &generic),
+    ]
+}
+
+/// The SQL literals of [`claim_of_16`]'s values for `kinds`.
+fn literals_of_claim_of_16(kinds: &[&str]) -> Vec<String> {
+    let kinds: Vec<String> = kinds.iter().map(|kind| format!("'{kind}'")).collect();
+    let leases = vec!["30.0"; kinds.len()];
+    vec![
+        "'default'".to_string(),
+        format!("ARRAY[{}]", kinds.join(", ")),
+        "16".to_string(),
+        format!("ARRAY[{}]::float8[]", leases.join(", ")),
+    ]
+}
+
+/// [`check_plans`] of `statement` (printed as `name`), a claim from the front of up to 16 jobs
+/// of `kinds`; returns the rows each plan took.
 async fn check_claim_from_the_front(
     db: &Db,
     name: &str,
     statement: &str,
     kinds: &[&'static str],
-) -> i64 {
+) -> [i64; 2] {
     let explain = explain_analyze(statement);
-    check(db, name, claim_of_16(&explain, kinds)).await
+    let arguments = literals_of_claim_of_16(kinds);
+    check_plans(
+        db,
+        name,
+        statement,
+        claim_of_16(&explain, kinds),
+        &arguments,
+    )
+    .await
 }
 
-/// [`check`]s `statement` (printed as `name`), a claim of up to 16 jobs of `kinds` from the
-/// last place, resuming after the eleventh due `record_run` job; returns the rows it took.
+/// [`check_plans`] of `statement` (printed as `name`), a claim of up to 16 jobs of `kinds` from
+/// the last place, resuming after the eleventh due `record_run` job; returns the rows each plan
+/// took.
 async fn check_claim_from_the_last_place(
     db: &Db,
     name: &str,
     statement: &str,
     kinds: &[&'static str],
-) -> i64 {
+) -> [i64; 2] {
     let (run_at, id): (DateTime<Utc>, i64) = sqlx::query_as(
         "SELECT run_at, id FROM jobs_queue WHERE kind = 'record_run' ORDER BY run_at, id LIMIT 1 OFFSET 10",
     )
@@ -102,13 +142,19 @@ async fn check_claim_from_the_last_place(
         .bind(0_i16)
         .bind(run_at)
         .bind(id);
-    check(db, name, query).await
+    let mut arguments = literals_of_claim_of_16(kinds);
+    arguments.extend([
+        "0".to_string(),
+        format!("'{}'::timestamptz", run_at.to_rfc3339()),
+        id.to_string(),
+    ]);
+    check_plans(db, name, statement, query, &arguments).await
 }
 
-/// [`check`]s the claim of a kind limited in its running jobs, as a worker claims up to 16
-/// `record_run` jobs from queues `default` and `other`, 100 of them allowed to run, with 30 s
-/// leases; returns the rows it took.
-async fn check_limited_claim(db: &Db) -> i64 {
+/// [`check_plans`] of the claim of a kind limited in its running jobs, as a worker claims up to
+/// 16 `record_run` jobs from queues `default` and `other`, 100 of them allowed to run, with 30 s
+/// leases; returns the rows each plan took.
+async fn check_limited_claim(db: &Db) -> [i64; 2] {
     let explain = explain_analyze(sql::CLAIM_LIMITED_JOBS);
     let query = sqlx::query_scalar(&explain)
         .bind("record_run")
@@ -116,7 +162,22 @@ async fn check_limited_claim(db: &Db) -> i64 {
         .bind(16_i64)
         .bind(100_i64)
         .bind(30.0_f64);
-    check(db, "CLAIM_LIMITED_JOBS", query).await
+    let arguments = [
+        "'record_run'",
+        "ARRAY['default', 'other']",
+        "16",
+        "100",
+        "30.0",
+    ]
+    .map(String::from);
+    check_plans(
+        db,
+        "CLAIM_LIMITED_JOBS",
+        sql::CLAIM_LIMITED_JOBS,
+        query,
+        &arguments,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,7 +185,7 @@ async fn a_claim_from_the_front_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
     let kinds = ["record_run", "bad_input"];
     let taken = check_claim_from_the_front(&db, "CLAIM_JOBS", sql::CLAIM_JOBS, &kinds).await;
-    assert_eq!(taken, 16);
+    assert_eq!(taken, [16, 16]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +194,7 @@ async fn a_claim_from_the_last_place_skips_other_kinds_backlog() {
     let kinds = ["record_run", "bad_input"];
     let statement = sql::CLAIM_JOBS_AFTER;
     let taken = check_claim_from_the_last_place(&db, "CLAIM_JOBS_AFTER", statement, &kinds).await;
-    assert_eq!(taken, 16);
+    assert_eq!(taken, [16, 16]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +203,7 @@ async fn a_claim_of_one_kind_skips_other_kinds_backlog() {
     let kinds = ["record_run"];
     let statement = sql::CLAIM_ONE_KIND;
     let taken = check_claim_from_the_front(&db, "CLAIM_ONE_KIND", statement, &kinds).await;
-    assert_eq!(taken, 16);
+    assert_eq!(taken, [16, 16]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,13 +213,13 @@ async fn a_claim_of_one_kind_from_the_last_place_skips_other_kinds_backlog() {
     let statement = sql::CLAIM_ONE_KIND_AFTER;
     let name = "CLAIM_ONE_KIND_AFTER";
     let taken = check_claim_from_the_last_place(&db, name, statement, &kinds).await;
-    assert_eq!(taken, 16);
+    assert_eq!(taken, [16, 16]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    assert_eq!(check_limited_claim(&db).await, 16);
+    assert_eq!(check_limited_claim(&db).await, [16, 16]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,5 +233,75 @@ async fn a_limited_claim_reads_only_what_it_takes_of_its_own_backlog() {
     ))
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
-    assert_eq!(check_limited_claim(&db).await, 16);
+    assert_eq!(check_limited_claim(&db).await, [16, 16]);
+}
+
+/// Every claim is planned once per connection, not at every execution: after the five
+/// executions PostgreSQL plans one-off to compare, it keeps the generic plan, whatever the
+/// number of jobs asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_keep_one_plan_per_connection() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
+         SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8,
+                now() - interval '1 hour' + n * interval '1 ms'
+         FROM generate_series(1, 1000) AS n",
+    )
+    .await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let before_every_job = (0_i16, DateTime::<Utc>::UNIX_EPOCH, 0_i64);
+    let statements = [
+        ("CLAIM_ONE_KIND", sql::CLAIM_ONE_KIND),
+        ("CLAIM_ONE_KIND_AFTER", sql::CLAIM_ONE_KIND_AFTER),
+        ("CLAIM_JOBS", sql::CLAIM_JOBS),
+        ("CLAIM_JOBS_AFTER", sql::CLAIM_JOBS_AFTER),
+        ("CLAIM_LIMITED_JOBS", sql::CLAIM_LIMITED_JOBS),
+    ];
+    // Claims of 1, 16, 1, 16, ... jobs: a plan made for the limit would differ from call to
+    // call.
+    for call in 0..10 {
+        let limit: i64 = if call % 2 == 0 { 1 } else { 16 };
+        for (name, statement) in statements {
+            let query = match name {
+                "CLAIM_LIMITED_JOBS" => sqlx::query(statement)
+                    .bind("record_run")
+                    .bind(vec!["default"])
+                    .bind(limit)
+                    .bind(1_000_i64)
+                    .bind(30.0_f64),
+                _ => {
+                    let kinds = if name.starts_with("CLAIM_ONE_KIND") {
+                        vec!["record_run"]
+                    } else {
+                        vec!["record_run", "bad_input"]
+                    };
+                    let leases = vec![30.0_f64; kinds.len()];
+                    let query = sqlx::query(statement)
+                        .bind("default")
+                        .bind(kinds)
+                        .bind(limit)
+                        .bind(leases);
+                    if name.ends_with("_AFTER") {
+                        let (priority, run_at, id) = before_every_job;
+                        query.bind(priority).bind(run_at).bind(id)
+                    } else {
+                        query
+                    }
+                }
+            };
+            let claimed = query.execute(&mut *conn).await.unwrap().rows_affected();
+            assert_eq!(
+                claimed, limit as u64,
+                "{name} claimed what it was asked for"
+            );
+        }
+    }
+    for (name, statement) in statements {
+        assert_eq!(
+            plans_made(&mut conn, statement).await,
+            (5, 5),
+            "{name}: planned one-off only for the first five executions"
+        );
+    }
 }

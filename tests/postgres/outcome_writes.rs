@@ -7,7 +7,7 @@ use jobs::postgres::__private::sql;
 use jobs::postgres::worker::Completion;
 use jobs::{WorkerConfig, WorkerHandle};
 
-use crate::plans::{done_outcomes, explain, leases_of, plan_nodes};
+use crate::plans::{done_outcomes, explain, leases_of, plan_nodes, plans_made};
 use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::enqueue_record_run;
 
@@ -320,18 +320,6 @@ async fn a_shutdown_waits_for_the_outcomes_of_a_full_queue() {
             .await,
         2
     );
-}
-
-/// How many times the connection planned `statement` generically and one-off:
-/// `(generic_plans, custom_plans)` of its prepared statement.
-async fn plans_made(conn: &mut sqlx::PgConnection, statement: &str) -> (i64, i64) {
-    sqlx::query_as(
-        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
-    )
-    .bind(statement)
-    .fetch_one(conn)
-    .await
-    .unwrap()
 }
 
 /// The outcome statement and the heartbeat are planned once per connection, not at every

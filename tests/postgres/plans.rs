@@ -82,6 +82,51 @@ pub async fn plan_of(
     plan
 }
 
+/// Runs `statement` with `arguments` (SQL literals, one per parameter) under `EXPLAIN
+/// (ANALYZE, BUFFERS, FORMAT JSON)` on its generic plan: the plan a connection keeps once it
+/// stops planning the statement at each execution, made without the parameters' values.
+/// `statement` is prepared and run under `plan_cache_mode = force_generic_plan`, in a
+/// transaction rolled back afterwards; prints the plan under `name` and returns it.
+pub async fn generic_plan_of(db: &Db, name: &str, statement: &str, arguments: &[String]) -> Value {
+    let mut transaction = db.pool.begin().await.unwrap();
+    sqlx::raw_sql(&format!("PREPARE generic AS {statement}"))
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    sqlx::raw_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    let execute = format!("EXECUTE generic({})", arguments.join(", "));
+    let plan: Value = sqlx::query_scalar(&explain_analyze(&execute))
+        .fetch_one(&mut *transaction)
+        .await
+        .unwrap();
+    // A prepared statement outlives the transaction, and the connection goes back to the pool.
+    sqlx::raw_sql("DEALLOCATE generic")
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    transaction.rollback().await.unwrap();
+    println!(
+        "{name} (generic plan):\n{}",
+        serde_json::to_string_pretty(&plan).unwrap()
+    );
+    plan
+}
+
+/// How many times PostgreSQL planned `statement`, prepared on `conn`, for its parameters'
+/// values alone (`custom`) and once for all (`generic`): `(generic, custom)`.
+pub async fn plans_made(conn: &mut sqlx::PgConnection, statement: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+    )
+    .bind(statement)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
 /// Every node of an `EXPLAIN (FORMAT JSON)` plan, depth first.
 pub fn plan_nodes(plan: &Value) -> Vec<Value> {
     fn walk(node: &Value, into: &mut Vec<Value>) {

@@ -21,9 +21,37 @@ macro_rules! queue_not_paused {
     };
 }
 
+/// The id of a due job of kind `$kind` (an SQL expression) and of a higher priority than `$5`
+/// that is ready in queue `$1`, or null when there is none: the first such job in the ready
+/// index's order. Read in that order, the probe is one descent of the index in every plan,
+/// where an `EXISTS` could be planned without the parameters' values as a walk of the table
+/// that expects to meet such a job soon.
+macro_rules! first_higher_priority_job {
+    ($kind:literal) => {
+        concat!(
+            "(SELECT higher.id FROM jobs_queue AS higher
+          WHERE higher.state = 'ready' AND higher.queue = $1 AND higher.kind = ",
+            $kind,
+            "
+            AND higher.priority > $5 AND higher.run_at <= now()
+          ORDER BY higher.priority DESC, higher.run_at, higher.id
+          LIMIT 1)"
+        )
+    };
+}
+
 /// The end every claim shares: each row of `claimable` becomes `running`, counts the attempt,
 /// and takes a fresh lease token and a lease of `$lease` seconds (an SQL expression); returns
 /// each claimed job with its place in the claim order and the seconds it had been due.
+///
+/// Every claim is planned once per connection, not at each execution: its limit is read
+/// through a scalar subquery (`LIMIT (SELECT $3::bigint)`), so that no plan depends on the
+/// number of jobs asked for, and PostgreSQL keeps the generic plan after its five comparison
+/// runs (planning a claim one-off cost more than running it). A generic plan expects the limit
+/// to let a tenth of the ready jobs through; the claimed rows are therefore found by their
+/// primary key from the array of their ids, a plan that stays right whatever the planner
+/// expects, where a join with `claimable` would be planned, for such numbers, as a walk of the
+/// whole primary key.
 macro_rules! claimed_jobs {
     ($lease:literal) => {
         concat!(
@@ -36,8 +64,7 @@ SET state = 'running',
             $lease,
             "),
     attempted_at = now()
-FROM claimable
-WHERE j.id = claimable.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM claimable))
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
           j.dedupe_key, j.lease_token, j.priority, j.run_at, j.created_at,
           extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
@@ -66,12 +93,12 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// token, and any later durable commit flushes the claim with it. Outcomes, enqueues and the
 /// claims of kinds with a running limit (whose count must survive a crash) keep waiting.
 macro_rules! claim_jobs {
-    ($where:literal, $guard:literal) => {
+    ($where:expr, $guard:expr) => {
         concat!(
             "
 WITH claimable AS (
     SELECT candidate.id
-    FROM unnest($2::text[]) AS claimed(kind)
+    FROM unnest((SELECT $2::text[])) AS claimed(kind)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM jobs_queue
         WHERE state = 'ready' AND queue = $1 AND kind = claimed.kind AND run_at <= now()
@@ -82,13 +109,13 @@ WITH claimable AS (
             $where,
             "
         ORDER BY priority DESC, run_at, id
-        LIMIT $3
+        LIMIT (SELECT $3::bigint)
         FOR UPDATE SKIP LOCKED
     ) AS candidate",
             $guard,
             "
     ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-    LIMIT $3
+    LIMIT (SELECT $3::bigint)
 )
 ",
             claimed_jobs!("($4::float8[])[array_position($2::text[], j.kind)]")
@@ -118,13 +145,14 @@ pub const CLAIM_JOBS: &str = claim_jobs!("", "");
 /// range that starts on `priority`).
 pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
     "\n          AND priority = $5 AND (run_at, id) > ($6, $7)",
-    "
+    concat!(
+        "
     WHERE NOT EXISTS (
-        SELECT FROM unnest($2::text[]) AS other(kind)
-        WHERE EXISTS (
-            SELECT FROM jobs_queue
-            WHERE state = 'ready' AND queue = $1 AND kind = other.kind AND priority > $5
-              AND run_at <= now()))"
+        SELECT FROM unnest((SELECT $2::text[])) AS other(kind)
+        WHERE ",
+        first_higher_priority_job!("other.kind"),
+        " IS NOT NULL)"
+    )
 );
 
 /// A claim of ready jobs of the one kind `$2[1]` from queue `$1`, with the parameters and rows
@@ -133,7 +161,7 @@ pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
 /// the time (a worker of one kind claims after each job when idle, so this is most of its
 /// pickup latency).
 macro_rules! claim_one_kind {
-    ($where:literal) => {
+    ($where:expr) => {
         concat!(
             "
 WITH claimable AS (
@@ -146,7 +174,7 @@ WITH claimable AS (
             $where,
             "
     ORDER BY priority DESC, run_at, id
-    LIMIT $3
+    LIMIT (SELECT $3::bigint)
     FOR UPDATE SKIP LOCKED
 )
 ",
@@ -160,14 +188,13 @@ pub const CLAIM_ONE_KIND: &str = claim_one_kind!("");
 
 /// [`CLAIM_JOBS_AFTER`] for a worker that claims one kind: `$2` and `$4` hold one element each.
 /// The check for a ready job of a higher priority is one index probe, evaluated once.
-pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(
+pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
     "
       AND priority = $5 AND (run_at, id) > ($6, $7)
-      AND NOT EXISTS (
-          SELECT FROM jobs_queue AS higher
-          WHERE higher.state = 'ready' AND higher.queue = $1 AND higher.kind = ($2::text[])[1]
-            AND higher.priority > $5 AND higher.run_at <= now())"
-);
+      AND ",
+    first_higher_priority_job!("($2::text[])[1]"),
+    " IS NULL"
+));
 
 /// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs (see [`CLAIM_LIMITED_JOBS`]).
@@ -183,8 +210,7 @@ pub const LOCK_LIMITED_KIND: &str =
 /// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
 /// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
 /// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
-/// slots of all workers, not by the backlog. The limit `$3` bounds the rows the planner expects,
-/// so that the update finds the claimed rows by id rather than hashing the table.
+/// slots of all workers, not by the backlog.
 pub const CLAIM_LIMITED_JOBS: &str = concat!(
     "
 WITH room AS (
@@ -193,7 +219,7 @@ WITH room AS (
 ), claimable AS (
     SELECT id FROM (
         SELECT candidate.id, candidate.priority, candidate.run_at
-        FROM unnest($2::text[]) AS claimed(queue)
+        FROM unnest((SELECT $2::text[])) AS claimed(queue)
         CROSS JOIN LATERAL (
             SELECT id, priority, run_at FROM jobs_queue
             WHERE state = 'ready' AND queue = claimed.queue AND kind = $1 AND run_at <= now()
@@ -205,7 +231,7 @@ WITH room AS (
             FOR UPDATE SKIP LOCKED
         ) AS candidate
         ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-        LIMIT $3
+        LIMIT (SELECT $3::bigint)
     ) AS first
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT jobs FROM room)
