@@ -10,6 +10,7 @@
 mod kinds;
 mod measure;
 mod options;
+mod pgbench;
 mod raw;
 mod report;
 mod workloads;

@@ -23,6 +23,19 @@ impl Fresh {
         Ok(Self { database, pool })
     }
 
+    /// A pool of `size` connections to the database, every one of them connected before it is
+    /// returned, so that no measurement pays for connecting; close it after measuring, so that
+    /// the next side (pgbench's clients among them) finds the server's connection slots free.
+    pub async fn open_pool(&self, size: u32) -> Result<PgPool, sqlx::Error> {
+        let pool = self.database.pool(size).await?;
+        let mut connections = Vec::new();
+        for _ in 0..size {
+            connections.push(pool.acquire().await?);
+        }
+        drop(connections);
+        Ok(pool)
+    }
+
     /// `VACUUM ANALYZE` the job table, before measuring.
     pub async fn vacuum(&self) -> Result<(), sqlx::Error> {
         sqlx::query("VACUUM ANALYZE jobs_queue")

@@ -3,6 +3,11 @@
 
 use sqlx::{PgConnection, PgPool};
 
+use crate::pgbench;
+
+/// The business row each measured enqueue transaction writes beside its job.
+pub const INSERT_BUSINESS_ROW: &str = "INSERT INTO business (note) VALUES ('order')";
+
 /// One plain insert of a job row, as a hand-written queue would do it.
 pub const INSERT_ONE: &str =
     "INSERT INTO jobs_queue (kind, queue, payload, max_attempts) VALUES ('noop', 'default', $1, 8)";
@@ -101,6 +106,25 @@ pub async fn drain_loop(pool: PgPool, batch: i64) -> Result<u64, sqlx::Error> {
         sqlx::query(MARK_DONE).bind(&ids).execute(&pool).await?;
         completed += ids.len() as u64;
     }
+}
+
+/// [`drain_loop`]'s round as a pgbench script: [`CLAIM`] of up to `:batch` jobs, then
+/// [`MARK_DONE`] of those claimed, each statement committed on its own.
+pub fn drain_script() -> String {
+    format!(
+        "WITH claimed AS ({}) SELECT coalesce(array_agg(id), ARRAY[]::bigint[]) AS ids FROM claimed\n\\gset\n{};\n",
+        pgbench::command(CLAIM, &["batch"]),
+        pgbench::command(MARK_DONE, &["ids"]),
+    )
+}
+
+/// The enqueue ceiling's transaction as a pgbench script: [`INSERT_BUSINESS_ROW`] and
+/// [`INSERT_ONE`] of `:payload`, committed together.
+pub fn enqueue_script() -> String {
+    format!(
+        "BEGIN;\n{INSERT_BUSINESS_ROW};\n{};\nCOMMIT;\n",
+        pgbench::command(INSERT_ONE, &["payload"]),
+    )
 }
 
 /// The channel the raw latency probe announces its jobs on.

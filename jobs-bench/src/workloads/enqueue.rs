@@ -1,5 +1,6 @@
-//! One job per transaction, next to a business row, vs the same transaction with a plain insert;
-//! and, to show what announcing costs by itself, with a plain insert and a `pg_notify`.
+//! One job per transaction, next to a business row, vs the same transaction with a plain insert
+//! (from Rust and, where it is installed, from pgbench); and, to show what announcing costs by
+//! itself, with a plain insert and a `pg_notify`.
 
 use std::time::Instant;
 
@@ -8,12 +9,13 @@ use sqlx::PgPool;
 use crate::kinds::noop;
 use crate::measure::Fresh;
 use crate::options::Options;
+use crate::pgbench::Pgbench;
 use crate::raw;
 use crate::report::Report;
 
 /// What a measured transaction writes next to its business row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
+enum Write {
     /// A job, through the framework.
     Framework,
     /// A plain insert of a job row: the target's ceiling.
@@ -23,11 +25,27 @@ enum Side {
     InsertAndNotify,
 }
 
-/// Every side, in the order of the first run; each run starts one further.
-const SIDES: [Side; 3] = [Side::Framework, Side::PlainInsert, Side::InsertAndNotify];
+/// Who runs the measured transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// This process, through sqlx, writing as given.
+    Rust(Write),
+    /// pgbench clients, writing as [`Write::PlainInsert`]: the check on the Rust ceiling.
+    Pgbench,
+}
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
-    let (mut framework, mut ceiling, mut notifying) = (Vec::new(), Vec::new(), Vec::new());
+    let pgbench = Pgbench::find();
+    // Every side, in the order of the first run; each run starts one further.
+    let mut sides = vec![
+        Side::Rust(Write::Framework),
+        Side::Rust(Write::PlainInsert),
+        Side::Rust(Write::InsertAndNotify),
+    ];
+    if pgbench.is_some() {
+        sides.push(Side::Pgbench);
+    }
+    let mut rates = vec![Vec::new(); sides.len()];
     for run in 0..options.runs {
         let fresh = Fresh::new(options.enqueue_connections as u32 + 1).await?;
         sqlx::query("CREATE TABLE business (id bigserial PRIMARY KEY, note text NOT NULL)")
@@ -35,44 +53,70 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             .await?;
         fresh.vacuum().await?;
         let per_connection = options.single_enqueues / options.enqueue_connections;
-        let mut sides = SIDES;
-        sides.rotate_left(run % SIDES.len());
-        for side in sides {
-            let rate = measure(
-                &fresh.pool,
-                options.enqueue_connections,
-                per_connection,
-                side,
-            )
-            .await?;
-            match side {
-                Side::Framework => framework.push(rate),
-                Side::PlainInsert => ceiling.push(rate),
-                Side::InsertAndNotify => notifying.push(rate),
-            }
+        let mut order: Vec<usize> = (0..sides.len()).collect();
+        order.rotate_left(run % sides.len());
+        for slot in order {
+            let rate = match (sides[slot], &pgbench) {
+                (Side::Pgbench, Some(pgbench)) => {
+                    let variables = [("payload", r#"{"n": 1}"#.to_string())];
+                    let run = pgbench
+                        .run(
+                            fresh.database.url(),
+                            &raw::enqueue_script(),
+                            options.enqueue_connections,
+                            per_connection,
+                            &variables,
+                        )
+                        .await?;
+                    run.transactions as f64 / run.seconds
+                }
+                (Side::Rust(write), _) => {
+                    let connections = options.enqueue_connections;
+                    measure(&fresh.pool, connections, per_connection, write).await?
+                }
+                (Side::Pgbench, None) => unreachable!("a pgbench side only when pgbench is found"),
+            };
+            rates[slot].push(rate);
         }
     }
+    let (framework, ceiling, notifying) = (&rates[0], &rates[1], &rates[2]);
     report.ratio(
         "enqueue, 1 job per tx",
-        &framework,
-        &ceiling,
+        framework,
+        ceiling,
         "tx/s",
         ">= 0.85",
     );
     report.ratio(
         "enqueue, 1 job per tx, vs plain insert + pg_notify",
-        &framework,
-        &notifying,
+        framework,
+        notifying,
         "tx/s",
         "(information)",
     );
     report.ratio(
         "plain insert + pg_notify vs plain insert",
-        &notifying,
-        &ceiling,
+        notifying,
+        ceiling,
         "tx/s",
         "(information: the price of NOTIFY)",
     );
+    if let Some(pgbench_rates) = rates.get(3) {
+        report.ratio(
+            "enqueue, 1 job per tx, vs pgbench",
+            framework,
+            pgbench_rates,
+            "tx/s",
+            ">= 0.85",
+        );
+        report.ratio(
+            "plain insert (Rust) vs pgbench",
+            ceiling,
+            pgbench_rates,
+            "tx/s",
+            "(information: the Rust ceiling itself)",
+        );
+    }
     Ok(())
 }
 
@@ -89,7 +133,7 @@ async fn measure(
     pool: &PgPool,
     connections: usize,
     per_connection: usize,
-    side: Side,
+    write: Write,
 ) -> Result<f64, Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -99,23 +143,23 @@ async fn measure(
             for n in 0..per_connection {
                 let id = (connection * per_connection + n) as i64;
                 let mut tx = pool.begin().await?;
-                sqlx::query("INSERT INTO business (note) VALUES ('order')")
+                sqlx::query(raw::INSERT_BUSINESS_ROW)
                     .execute(&mut *tx)
                     .await?;
                 let payload = || sqlx::types::Json(serde_json::json!({ "n": id }));
-                match side {
-                    Side::Framework => {
+                match write {
+                    Write::Framework => {
                         noop::enqueue_in(&mut tx, id)
                             .await
                             .map_err(|error| sqlx::Error::Protocol(error.to_string()))?;
                     }
-                    Side::PlainInsert => {
+                    Write::PlainInsert => {
                         sqlx::query(raw::INSERT_ONE)
                             .bind(payload())
                             .execute(&mut *tx)
                             .await?;
                     }
-                    Side::InsertAndNotify => {
+                    Write::InsertAndNotify => {
                         sqlx::query(raw::INSERT_ONE_AND_NOTIFY)
                             .bind(payload())
                             .execute(&mut *tx)

@@ -13,8 +13,8 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     let (mut retained, mut empty) = (Vec::new(), Vec::new());
     let drainer = Drainer::Framework(Completion::default());
     for _ in 0..options.runs {
-        let fresh = Fresh::new(CONCURRENCY as u32 + 8).await?;
-        empty.push(drain_rate(&fresh, options.drain_jobs, CONCURRENCY, drainer).await?);
+        let fresh = Fresh::new(2).await?;
+        empty.push(drain_rate(&fresh, options.drain_jobs, CONCURRENCY, &drainer).await?);
 
         sqlx::query("TRUNCATE jobs_queue")
             .execute(&fresh.pool)
@@ -22,7 +22,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         insert_done_noops(&fresh.pool, options.retained_rows).await?;
         insert_ready_noops(&fresh.pool, options.drain_jobs).await?;
         fresh.vacuum().await?;
-        retained.push(drain_ready(&fresh.pool, options.drain_jobs, CONCURRENCY, drainer).await?);
+        retained.push(drain_ready(&fresh, options.drain_jobs, CONCURRENCY, &drainer).await?);
     }
     report.ratio(
         &format!(
