@@ -7,8 +7,8 @@ pub struct Options {
     pub runs: usize,
     /// Transactions in the one-per-transaction enqueue workload.
     pub single_enqueues: usize,
-    /// Connections enqueueing at once in that workload.
-    pub enqueue_connections: usize,
+    /// Connections enqueueing at once in that workload: it is measured at each.
+    pub enqueue_connections: Vec<usize>,
     /// Jobs in one bulk enqueue.
     pub bulk_jobs: usize,
     /// Jobs drained per drain measurement.
@@ -73,7 +73,7 @@ impl Options {
         Self {
             runs: 3,
             single_enqueues: 2_000,
-            enqueue_connections: 4,
+            enqueue_connections: vec![1, 4, 16],
             bulk_jobs: 10_000,
             drain_jobs: 50_000,
             batch_jobs: 100_000,

@@ -91,19 +91,24 @@ pub async fn insert_jobs(conn: &mut PgConnection, rows: usize) -> Result<(), sql
     Ok(())
 }
 
-/// One drain loop: claim up to `batch`, mark them done, until nothing is left. Returns how many
+/// One drain loop on one connection: claim up to `batch`, mark them done, until nothing is left. Returns how many
 /// jobs it completed.
 pub async fn drain_loop(pool: PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+    // One connection for the whole loop, as a pgbench client holds its own.
+    let mut conn = pool.acquire().await?;
     let mut completed = 0;
     loop {
         let ids: Vec<i64> = sqlx::query_scalar(CLAIM)
             .bind(batch)
-            .fetch_all(&pool)
+            .fetch_all(&mut *conn)
             .await?;
         if ids.is_empty() {
             return Ok(completed);
         }
-        sqlx::query(MARK_DONE).bind(&ids).execute(&pool).await?;
+        sqlx::query(MARK_DONE)
+            .bind(&ids)
+            .execute(&mut *conn)
+            .await?;
         completed += ids.len() as u64;
     }
 }

@@ -49,13 +49,13 @@ impl Report {
             (
                 "enqueue, 1 per tx".into(),
                 format!(
-                    "{} transactions over {} connections; each inserts 1 business row + 1 job",
+                    "{} transactions over each of {:?} connections; each inserts 1 business row + 1 job",
                     options.single_enqueues, options.enqueue_connections
                 ),
             ),
             (
                 "bulk enqueue".into(),
-                format!("{} jobs in one statement, 5 times per side and run, alternating (framework: shared values once and a payload array through UNNEST, returning ids; ceiling: the same rows from an UNNEST multi-row INSERT returning nothing; COPY for information)", options.bulk_jobs),
+                format!("{} jobs in one call, 5 times per side and run, alternating (framework: ids allocated, then a binary COPY, returning the ids; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs),
             ),
             (
                 "drain".into(),

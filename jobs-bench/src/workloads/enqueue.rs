@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use sqlx::PgPool;
+use sqlx::{Acquire, PgPool};
 
 use crate::kinds::noop;
 use crate::measure::Fresh;
@@ -36,6 +36,19 @@ enum Side {
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let pgbench = Pgbench::find();
+    for &connections in &options.enqueue_connections {
+        measure_at(options, connections, pgbench.as_ref(), report).await?;
+    }
+    Ok(())
+}
+
+/// Measures every side with `connections` connections enqueueing at once, and reports.
+async fn measure_at(
+    options: &Options,
+    connections: usize,
+    pgbench: Option<&Pgbench>,
+    report: &mut Report,
+) -> Result<(), Box<dyn std::error::Error>> {
     // Every side, in the order of the first run; each run starts one further.
     let mut sides = vec![
         Side::Rust(Write::Framework),
@@ -45,33 +58,28 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     if pgbench.is_some() {
         sides.push(Side::Pgbench);
     }
+    let per_connection = options.single_enqueues / connections;
     let mut rates = vec![Vec::new(); sides.len()];
     for run in 0..options.runs {
-        let fresh = Fresh::new(options.enqueue_connections as u32 + 1).await?;
+        let fresh = Fresh::new(connections as u32 + 1).await?;
         sqlx::query("CREATE TABLE business (id bigserial PRIMARY KEY, note text NOT NULL)")
             .execute(&fresh.pool)
             .await?;
         fresh.vacuum().await?;
-        let per_connection = options.single_enqueues / options.enqueue_connections;
         let mut order: Vec<usize> = (0..sides.len()).collect();
         order.rotate_left(run % sides.len());
         for slot in order {
-            let rate = match (sides[slot], &pgbench) {
+            let rate = match (sides[slot], pgbench) {
                 (Side::Pgbench, Some(pgbench)) => {
                     let variables = [("payload", r#"{"n": 1}"#.to_string())];
+                    let script = raw::enqueue_script();
+                    let url = fresh.database.url();
                     let run = pgbench
-                        .run(
-                            fresh.database.url(),
-                            &raw::enqueue_script(),
-                            options.enqueue_connections,
-                            per_connection,
-                            &variables,
-                        )
+                        .run(url, &script, connections, per_connection, &variables)
                         .await?;
                     run.transactions as f64 / run.seconds
                 }
                 (Side::Rust(write), _) => {
-                    let connections = options.enqueue_connections;
                     measure(&fresh.pool, connections, per_connection, write).await?
                 }
                 (Side::Pgbench, None) => unreachable!("a pgbench side only when pgbench is found"),
@@ -79,23 +87,18 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             rates[slot].push(rate);
         }
     }
+    let name = |what: &str| format!("enqueue, 1 job per tx, {connections} conn.{what}");
     let (framework, ceiling, notifying) = (&rates[0], &rates[1], &rates[2]);
+    report.ratio(&name(""), framework, ceiling, "tx/s", ">= 0.85");
     report.ratio(
-        "enqueue, 1 job per tx",
-        framework,
-        ceiling,
-        "tx/s",
-        ">= 0.85",
-    );
-    report.ratio(
-        "enqueue, 1 job per tx, vs plain insert + pg_notify",
+        &name(", vs plain insert + pg_notify"),
         framework,
         notifying,
         "tx/s",
         "(information)",
     );
     report.ratio(
-        "plain insert + pg_notify vs plain insert",
+        &format!("plain insert + pg_notify vs plain insert, {connections} conn."),
         notifying,
         ceiling,
         "tx/s",
@@ -103,14 +106,14 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     );
     if let Some(pgbench_rates) = rates.get(3) {
         report.ratio(
-            "enqueue, 1 job per tx, vs pgbench",
+            &name(", vs pgbench"),
             framework,
             pgbench_rates,
             "tx/s",
             ">= 0.85",
         );
         report.ratio(
-            "plain insert (Rust) vs pgbench",
+            &format!("plain insert (Rust) vs pgbench, {connections} conn."),
             ceiling,
             pgbench_rates,
             "tx/s",
@@ -140,9 +143,12 @@ async fn measure(
     for connection in 0..connections {
         let pool = pool.clone();
         tasks.push(tokio::spawn(async move {
+            // One connection per client for the whole run, as pgbench's clients hold theirs:
+            // taking one from the pool for each transaction would add the pool's check.
+            let mut conn = pool.acquire().await?;
             for n in 0..per_connection {
                 let id = (connection * per_connection + n) as i64;
-                let mut tx = pool.begin().await?;
+                let mut tx = conn.begin().await?;
                 sqlx::query(raw::INSERT_BUSINESS_ROW)
                     .execute(&mut *tx)
                     .await?;
