@@ -26,7 +26,9 @@ struct Quantiles {
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let (mut framework, mut floor) = (Vec::new(), Vec::new());
     for _ in 0..options.runs {
-        let fresh = Fresh::new(8).await?;
+        // As many connections as the worker can use (its build warns otherwise, and waiting for
+        // a connection would be measured as pickup latency), and the raw loop's two.
+        let fresh = Fresh::new(32).await?;
         framework.push(framework_pickups(&fresh.pool, options).await?);
         floor.push(raw_pickups(&fresh.pool, options).await?);
     }
