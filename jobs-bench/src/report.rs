@@ -55,7 +55,7 @@ impl Report {
             ),
             (
                 "bulk enqueue".into(),
-                format!("{} jobs in one call, 5 times per side and run, alternating (framework: ids allocated, then a binary COPY, returning the ids; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs),
+                format!("{} jobs in one statement, 5 times per side and run, alternating (framework: shared values once and a payload array through UNNEST, returning ids; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs),
             ),
             (
                 "drain".into(),

@@ -64,7 +64,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         &framework,
         &copy,
         "jobs/s",
-        "(information: COPY returns no ids)",
+        ">= 0.8 (#18; COPY returns no ids)",
     );
     Ok(())
 }
