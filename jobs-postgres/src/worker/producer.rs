@@ -174,6 +174,11 @@ pub async fn produce(
         while let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
             permits.push(permit);
         }
+        // A stop at once frees the slots of executors waiting on a full outcome queue before
+        // this task hears of the stop: claim nothing once either is under way.
+        if *shared.abandoned.borrow() || *stop.borrow() {
+            return;
+        }
         let wanted = permits.len();
         let mut claimed = 0;
         let mut failure = None;
