@@ -91,8 +91,8 @@ pub async fn insert_jobs(conn: &mut PgConnection, rows: usize) -> Result<(), sql
     Ok(())
 }
 
-/// One drain loop on one connection: claim up to `batch`, mark them done, until nothing is left. Returns how many
-/// jobs it completed.
+/// One drain loop on one connection: claim up to `batch`, mark them done, until nothing is
+/// left. Returns how many jobs it completed.
 pub async fn drain_loop(pool: PgPool, batch: i64) -> Result<u64, sqlx::Error> {
     // One connection for the whole loop, as a pgbench client holds its own.
     let mut conn = pool.acquire().await?;

@@ -15,6 +15,7 @@ use crate::plans::{
     plans_made, scans_of,
 };
 use crate::support::Db;
+use crate::test_jobs::insert_due_record_runs;
 
 /// Foreign jobs among the worker's own, every 30 ms over the same 100 minutes, half of them at a
 /// higher priority (ranking ahead of all the worker's jobs), half at the same priority
@@ -36,13 +37,7 @@ async fn backlog_of_another_kind() -> Db {
          FROM generate_series(1, {FOREIGN}) AS n"
     ))
     .await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
-         SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8,
-                now() - interval '2 hours' + n * interval '1 minute'
-         FROM generate_series(1, 100) AS n",
-    )
-    .await;
+    insert_due_record_runs(&db, 100, "x", "2 hours", "1 minute").await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
     db
 }
@@ -242,13 +237,7 @@ async fn a_limited_claim_reads_only_what_it_takes_of_its_own_backlog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_keep_one_plan_per_connection() {
     let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
-         SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8,
-                now() - interval '1 hour' + n * interval '1 ms'
-         FROM generate_series(1, 1000) AS n",
-    )
-    .await;
+    insert_due_record_runs(&db, 1_000, "x", "1 hour", "1 ms").await;
     let mut conn = db.pool.acquire().await.unwrap();
     let before_every_job = (0_i16, DateTime::<Utc>::UNIX_EPOCH, 0_i64);
     let statements = [

@@ -13,6 +13,7 @@ use sqlx::Connection;
 
 use crate::plans::{claim_of_16, explain_analyze, plan_nodes, plan_of};
 use crate::support::{fast_config, Db};
+use crate::test_jobs::insert_due_record_runs;
 
 const KINDS: [&str; 1] = ["record_run"];
 const LEASES: [Duration; 1] = [Duration::from_secs(30)];
@@ -37,9 +38,7 @@ fn buffers(plan: &serde_json::Value) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
     let db = Db::new().await;
-    db.execute("INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
-         SELECT 'record_run', 'default', '{\"label\": \"x\"}', 8, now() - interval '1 hour' + n * interval '1 ms'
-         FROM generate_series(1, 6000) AS n").await;
+    insert_due_record_runs(&db, 6_000, "x", "1 hour", "1 ms").await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
     // Another session's snapshot pins the xmin horizon: nothing claimed from now on can be
     // cleaned up, or even marked dead in the index.
@@ -90,13 +89,7 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it() {
     let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
-         SELECT 'record_run', 'default', '{\"label\": \"backlog\"}', 8,
-                now() - interval '1 hour' + n * interval '1 ms'
-         FROM generate_series(1, 20000) AS n",
-    )
-    .await;
+    insert_due_record_runs(&db, 20_000, "backlog", "1 hour", "1 ms").await;
     let worker = Worker::builder(db.pool.clone())
         .kinds(["record_run"])
         .queue("default", 8)

@@ -89,14 +89,12 @@ pub async fn plan_of(
 /// transaction rolled back afterwards; prints the plan under `name` and returns it.
 pub async fn generic_plan_of(db: &Db, name: &str, statement: &str, arguments: &[String]) -> Value {
     let mut transaction = db.pool.begin().await.unwrap();
-    sqlx::raw_sql(&format!("PREPARE generic AS {statement}"))
-        .execute(&mut *transaction)
-        .await
-        .unwrap();
-    sqlx::raw_sql("SET LOCAL plan_cache_mode = force_generic_plan")
-        .execute(&mut *transaction)
-        .await
-        .unwrap();
+    sqlx::raw_sql(&format!(
+        "PREPARE generic AS {statement}; SET LOCAL plan_cache_mode = force_generic_plan"
+    ))
+    .execute(&mut *transaction)
+    .await
+    .unwrap();
     let execute = format!("EXECUTE generic({})", arguments.join(", "));
     let plan: Value = sqlx::query_scalar(&explain_analyze(&execute))
         .fetch_one(&mut *transaction)

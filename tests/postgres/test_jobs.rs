@@ -26,6 +26,31 @@ pub async fn enqueue_record_run(db: &Db, label: &str) -> JobId {
         .id()
 }
 
+/// Inserts `count` ready [`record_run`] jobs labelled `label` with plain SQL (nothing
+/// announced), the first due since `first_due` (an SQL interval) ago and each next one `every`
+/// (an SQL interval) later.
+pub async fn insert_due_record_runs(
+    db: &Db,
+    count: i64,
+    label: &str,
+    first_due: &str,
+    every: &str,
+) {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at)
+         SELECT 'record_run', 'default', jsonb_build_object('label', $2::text), 8,
+                now() - $3::interval + n * $4::interval
+         FROM generate_series(1, $1) AS n",
+    )
+    .bind(count)
+    .bind(label)
+    .bind(first_due)
+    .bind(every)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+}
+
 /// Enqueues a [`record_run`] job labelled `label` and makes it look claimed by a worker that
 /// died after `attempts` attempts (see [`Db::abandon`]); returns its id.
 pub async fn orphaned_record_run(db: &Db, label: &str, attempts: i32) -> JobId {
