@@ -10,6 +10,7 @@ use crate::dedupe::DedupeScope;
 use crate::error::JobResult;
 use crate::future::BoxFuture;
 use crate::output::{EncodedOutput, JobOutput};
+use crate::rate_limit::RateLimit;
 use crate::retry::RetryPolicy;
 use crate::schedule::ScheduleOptions;
 use crate::state::{StateMap, StateRequirement};
@@ -54,6 +55,9 @@ pub struct JobOptions {
     pub schedule: Option<ScheduleOptions>,
     /// Most jobs of this kind running at once across all workers; unlimited when `None`.
     pub max_running: Option<u32>,
+    /// Most jobs of this kind started in any window of the limit's length, across all workers;
+    /// unlimited when `None`.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl JobOptions {
@@ -61,7 +65,7 @@ impl JobOptions {
     pub const DEFAULT_QUEUE: &'static str = "default";
 
     /// The defaults: queue `"default"`, priority 0, the default retry policy, no timeout, no
-    /// dedupe, no schedule, no limit on running jobs.
+    /// dedupe, no schedule, no limit on running jobs or on their rate.
     pub const DEFAULT: JobOptions = JobOptions {
         queue: Self::DEFAULT_QUEUE,
         priority: 0,
@@ -73,6 +77,7 @@ impl JobOptions {
         dedupe_scope: DedupeScope::Retained,
         schedule: None,
         max_running: None,
+        rate_limit: None,
     };
 }
 

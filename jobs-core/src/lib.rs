@@ -20,6 +20,7 @@ pub mod new_job;
 pub mod outcome;
 pub mod output;
 pub mod payload;
+pub mod rate_limit;
 pub mod registry;
 pub mod retry;
 pub mod schedule;
@@ -42,6 +43,7 @@ pub use output::{
     decode_output, encode_output, EncodedOutput, JobOutput, OutputEncodeError, MAX_OUTPUT_BYTES,
 };
 pub use payload::MAX_PAYLOAD_DEPTH;
+pub use rate_limit::{RateLimit, RateLimitError};
 pub use registry::{Registry, RegistryError};
 pub use retry::{MaxAttemptsError, RetryPolicy};
 pub use schedule::{

@@ -11,7 +11,7 @@ use jobs_core::name::check_name;
 use jobs_core::schedule::MIN_INTERVAL;
 use jobs_core::{
     check_cron, format_duration, parse_duration, DedupeScope, DurationError, MissedTicks, NameOf,
-    RetryPolicy,
+    RateLimit, RetryPolicy,
 };
 
 use crate::errors::Errors;
@@ -36,6 +36,7 @@ pub const KEYS: &[&str] = &[
     "missed",
     "max_missed",
     "max_running",
+    "rate_limit",
     "crate",
 ];
 
@@ -70,6 +71,7 @@ pub struct JobAttr {
     pub missed: Option<Setting<MissedTicks>>,
     pub max_missed: Option<Setting<u32>>,
     pub max_running: Option<Setting<u32>>,
+    pub rate_limit: Option<Setting<RateLimit>>,
     pub krate: Option<Setting<syn::Path>>,
     /// The keys as written, in order, for errors about a key rather than its value.
     pub keys: Vec<Ident>,
@@ -148,6 +150,7 @@ impl JobAttr {
             "missed" => self.missed = missed(value, errors),
             "max_missed" => self.max_missed = at_least_one(key, value, errors),
             "max_running" => self.max_running = at_least_one(key, value, errors),
+            "rate_limit" => self.rate_limit = rate_limit(value, errors),
             "crate" => self.krate = crate_path(value, errors),
             _ => unreachable!("keys are checked against KEYS"),
         }
@@ -522,6 +525,31 @@ fn missed(value: &Expr, errors: &mut Errors) -> Option<Setting<MissedTicks>> {
                 &literal,
                 "expected `\"latest\"`, `\"all\"` or `\"skip\"` for `missed`: run the latest missed tick once, every missed tick (up to `max_missed`), or none",
             );
+            None
+        }
+    }
+}
+
+/// A rate limit, `"<jobs>/<window>"`.
+fn rate_limit(value: &Expr, errors: &mut Errors) -> Option<Setting<RateLimit>> {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Str(literal),
+        ..
+    }) = value
+    else {
+        errors.error(
+            value,
+            "expected a string for `rate_limit`, like `rate_limit = \"100/1s\"` (at most 100 jobs started in any second)",
+        );
+        return None;
+    };
+    match RateLimit::parse(&literal.value()) {
+        Ok(limit) => Some(Setting {
+            value: limit,
+            span: literal.span(),
+        }),
+        Err(error) => {
+            errors.error(literal, format!("invalid `rate_limit`: {error}"));
             None
         }
     }

@@ -300,6 +300,14 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let rate_limit = match &attr.rate_limit {
+        Some(limit) => {
+            let jobs = limit.value.jobs();
+            let per = duration_tokens(limit.value.per());
+            quote!(::core::option::Option::Some(#krate::RateLimit::from_checked_parts(#jobs, #per)))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let scope = match attr.dedupe_scope.as_ref().map(|scope| scope.value) {
         Some(DedupeScope::Active) => format_ident!("Active"),
         _ => format_ident!("Retained"),
@@ -321,6 +329,7 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
             dedupe_scope: #krate::DedupeScope::#scope,
             schedule: #schedule,
             max_running: #max_running,
+            rate_limit: #rate_limit,
         }
     }
 }

@@ -74,6 +74,8 @@ async fn a_limited_claim_waits_for_its_flush() {
         .bind(10_i64)
         .bind(1_i64)
         .bind(30.0_f64)
+        .bind(None::<i32>)
+        .bind(None::<f64>)
         .fetch_all(&mut *tx)
         .await
         .unwrap();

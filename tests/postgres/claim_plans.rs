@@ -146,33 +146,83 @@ async fn check_claim_from_the_last_place(
     check_plans(db, name, statement, query, &arguments).await
 }
 
-/// [`check_plans`] of the claim of a kind limited in its running jobs, as a worker claims up to
-/// 16 `record_run` jobs from queues `default` and `other`, 100 of them allowed to run, with 30 s
-/// leases; returns the rows each plan took.
-async fn check_limited_claim(db: &Db) -> [i64; 2] {
+/// The limits of a limited claim: most jobs running, and the rate limit's count and window.
+type Limits = (Option<i64>, Option<i32>, Option<f64>);
+
+/// A running limit of 100.
+const RUNNING_LIMIT: Limits = (Some(100), None, None);
+/// A rate limit of 1,000,000 starts an hour, which [`with_starts_in_the_window`] fills.
+const RATE_LIMIT: Limits = (None, Some(1_000_000), Some(3_600.0));
+/// Both.
+const BOTH_LIMITS: Limits = (Some(100), Some(1_000_000), Some(3_600.0));
+
+/// The SQL literal of `value`, `NULL` (of `type_name`) when there is none.
+fn literal<T: ToString>(value: Option<T>, type_name: &str) -> String {
+    value.map_or_else(|| format!("NULL::{type_name}"), |value| value.to_string())
+}
+
+/// Records 1,000 claims of 100 `record_run` jobs each in the last half hour, as a rate limit
+/// of `record_run` would have.
+async fn with_starts_in_the_window(db: &Db) {
+    db.execute(
+        "INSERT INTO jobs_rate_limits (kind, jobs, window_secs, started_at, started)
+         SELECT 'record_run', 1000000, 3600,
+                array_agg(now() - interval '30 minutes' + n * interval '1 second' ORDER BY n),
+                array_agg(100 ORDER BY n)
+         FROM generate_series(1, 1000) AS n",
+    )
+    .await;
+}
+
+/// [`check_plans`] of the claim of a kind with `limits`, as a worker claims up to 16
+/// `record_run` jobs from queues `default` and `other` with 30 s leases; returns the rows each
+/// plan took.
+async fn check_limited_claim(db: &Db, limits: Limits) -> [i64; 2] {
+    let (max_running, rate_jobs, rate_window) = limits;
     let explain = explain_analyze(sql::CLAIM_LIMITED_JOBS);
     let query = sqlx::query_scalar(&explain)
         .bind("record_run")
         .bind(vec!["default".to_string(), "other".to_string()])
         .bind(16_i64)
-        .bind(100_i64)
-        .bind(30.0_f64);
+        .bind(max_running)
+        .bind(30.0_f64)
+        .bind(rate_jobs)
+        .bind(rate_window);
     let arguments = [
-        "'record_run'",
-        "ARRAY['default', 'other']",
-        "16",
-        "100",
-        "30.0",
-    ]
-    .map(String::from);
-    check_plans(
-        db,
-        "CLAIM_LIMITED_JOBS",
-        sql::CLAIM_LIMITED_JOBS,
-        query,
-        &arguments,
-    )
-    .await
+        "'record_run'".to_string(),
+        "ARRAY['default', 'other']".to_string(),
+        "16".to_string(),
+        literal(max_running, "bigint"),
+        "30.0".to_string(),
+        literal(rate_jobs, "integer"),
+        literal(rate_window, "float8"),
+    ];
+    let name = match limits {
+        RUNNING_LIMIT => "CLAIM_LIMITED_JOBS (running limit)",
+        RATE_LIMIT => "CLAIM_LIMITED_JOBS (rate limit)",
+        _ => "CLAIM_LIMITED_JOBS (both limits)",
+    };
+    check_plans(db, name, sql::CLAIM_LIMITED_JOBS, query, &arguments).await
+}
+
+/// [`check_plans`] of [`sql::RATE_LIMIT_ROOM_IN`] over the starts [`with_starts_in_the_window`]
+/// wrote, under a limit they fill: it reads the kind's one row, by its key.
+async fn check_rate_limit_room(db: &Db) {
+    let explain = explain_analyze(sql::RATE_LIMIT_ROOM_IN);
+    let query = sqlx::query_scalar(&explain)
+        .bind("record_run")
+        .bind(100_000_i32)
+        .bind(3_600.0_f64);
+    let arguments = ["'record_run'", "100000", "3600.0"].map(String::from);
+    let name = "RATE_LIMIT_ROOM_IN";
+    for plan in [
+        plan_of(db, name, query).await,
+        generic_plan_of(db, name, sql::RATE_LIMIT_ROOM_IN, &arguments).await,
+    ] {
+        let nodes = plan_nodes(&plan);
+        assert_no_seq_scan(&scans_of(&nodes, "jobs_rate_limits"), name);
+        assert_eq!(plan[0]["Plan"]["Actual Rows"].as_i64(), Some(1), "{name}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,7 +264,11 @@ async fn a_claim_of_one_kind_from_the_last_place_skips_other_kinds_backlog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_skips_other_kinds_backlog() {
     let db = backlog_of_another_kind().await;
-    assert_eq!(check_limited_claim(&db).await, [16, 16]);
+    with_starts_in_the_window(&db).await;
+    for limits in [RUNNING_LIMIT, RATE_LIMIT, BOTH_LIMITS] {
+        assert_eq!(check_limited_claim(&db, limits).await, [16, 16]);
+    }
+    check_rate_limit_room(&db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,7 +282,10 @@ async fn a_limited_claim_reads_only_what_it_takes_of_its_own_backlog() {
     ))
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
-    assert_eq!(check_limited_claim(&db).await, [16, 16]);
+    with_starts_in_the_window(&db).await;
+    for limits in [RUNNING_LIMIT, RATE_LIMIT, BOTH_LIMITS] {
+        assert_eq!(check_limited_claim(&db, limits).await, [16, 16]);
+    }
 }
 
 /// Every claim is planned once per connection, not at every execution: after the five
@@ -258,7 +315,9 @@ async fn claims_keep_one_plan_per_connection() {
                     .bind(vec!["default"])
                     .bind(limit)
                     .bind(1_000_i64)
-                    .bind(30.0_f64),
+                    .bind(30.0_f64)
+                    .bind(1_000_000_i32)
+                    .bind(3_600.0_f64),
                 _ => {
                     let kinds = if name.starts_with("CLAIM_ONE_KIND") {
                         vec!["record_run"]

@@ -26,6 +26,7 @@ mod gauges_shared;
 mod job_cancel;
 mod lease_control;
 mod lease_tokens;
+mod limits;
 mod live_workers;
 mod outbox;
 mod outcome_writes;

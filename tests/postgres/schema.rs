@@ -51,7 +51,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (14, "outputs".to_string()),
             (15, "workflows".to_string()),
             (16, "operating_workflows".to_string()),
-            (17, "workflow_steps".to_string())
+            (17, "workflow_steps".to_string()),
+            (18, "rate_limits".to_string())
         ]
     );
     let sqlx_history: Option<String> =

@@ -74,6 +74,13 @@ pub async fn limited_record(ctx: JobContext, pool: State<PgPool>) -> JobResult {
     Ok(())
 }
 
+/// Records each run in `runs`, with at most 10 started in any 200 ms across all workers.
+#[job(rate_limit = "10/200ms")]
+pub async fn rate_limited_record(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record(&pool, &ctx).await?;
+    Ok(())
+}
+
 /// Fails transiently on its first `failures` attempts, then succeeds.
 #[job(max_attempts = 5, backoff_base = "10ms", backoff_max = "40ms")]
 pub async fn flaky(ctx: JobContext, pool: State<PgPool>, failures: u32) -> JobResult {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jobs_core::JobId;
+use jobs_core::{JobId, RateLimit};
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
@@ -41,8 +41,9 @@ macro_rules! first_higher_priority_job {
 }
 
 /// The end every claim shares: each row of `claimable` becomes `running`, counts the attempt,
-/// and takes a fresh lease token and a lease of `$lease` seconds (an SQL expression); returns
-/// each claimed job with its place in the claim order and the seconds it had been due.
+/// and takes a fresh lease token and a lease of `$lease` seconds (an SQL expression), all from
+/// the time `$now` (an SQL expression); returns each claimed job with its place in the claim
+/// order and the seconds it had been due.
 ///
 /// Every claim is planned once per connection, not at each execution: its limit is read
 /// through a scalar subquery (`LIMIT (SELECT $3::bigint)`), so that no plan depends on the
@@ -54,20 +55,29 @@ macro_rules! first_higher_priority_job {
 /// whole primary key.
 macro_rules! claimed_jobs {
     ($lease:literal) => {
+        claimed_jobs!($lease, "now()")
+    };
+    ($lease:literal, $now:literal) => {
         concat!(
             "
 UPDATE jobs_queue AS j
 SET state = 'running',
     attempts = j.attempts + 1,
     lease_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => ",
+    lease_expires_at = ",
+            $now,
+            " + make_interval(secs => ",
             $lease,
             "),
-    attempted_at = now()
+    attempted_at = ",
+            $now,
+            "
 WHERE j.id = ANY (ARRAY(SELECT id FROM claimable))
 RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_attempts,
           j.dedupe_key, j.lease_token, j.priority, j.run_at, j.created_at,
-          extract(epoch FROM now() - j.run_at)::float8 AS waited_secs"
+          extract(epoch FROM ",
+            $now,
+            " - j.run_at)::float8 AS waited_secs"
         )
     };
 }
@@ -197,32 +207,72 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
 ));
 
 /// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
-/// running jobs (see [`CLAIM_LIMITED_JOBS`]).
+/// running jobs or on their rate (see [`CLAIM_LIMITED_JOBS`]).
 pub const LOCK_LIMITED_KIND: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
 
-/// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, but no more than leave at most
-/// `$4` jobs of the kind running across all workers, each leased for `$5` seconds. Run after
-/// [`LOCK_LIMITED_KIND`] in the same transaction, so that the count of running jobs is taken
-/// after any other claim of the kind has committed. Paused queues of `$2` are skipped. Returns
-/// what [`CLAIM_JOBS`] returns.
+/// The starts of kind `$1` inside its rate limit's window of `$window` seconds before the time
+/// `$now` (SQL expressions): one row per claim that started jobs, with its time (`at`) and how
+/// many it started (`jobs`). None when `$jobs` (the limit's count) is null.
+macro_rules! starts_in_window {
+    ($now:literal, $jobs:literal, $window:literal) => {
+        concat!(
+            "
+    SELECT started.at, started.jobs
+    FROM jobs_rate_limits AS rate,
+         unnest(rate.started_at, rate.started) AS started(at, jobs)
+    WHERE rate.kind = $1 AND ",
+            $jobs,
+            "::integer IS NOT NULL
+      AND started.at > ",
+            $now,
+            " - make_interval(secs => ",
+            $window,
+            "::float8)"
+        )
+    };
+}
+
+/// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, each leased for `$5` seconds, but
+/// no more than leave at most `$4` jobs of the kind running across all workers, and no more
+/// than leave at most `$6` jobs of the kind started in the last `$7` seconds (either limit is
+/// off when null). Run after [`LOCK_LIMITED_KIND`] in the same transaction, so that the count
+/// of running jobs and the starts in the window are taken after any other claim of the kind has
+/// committed. Paused queues of `$2` are skipped. Returns what [`CLAIM_JOBS`] returns.
+///
+/// The claim's time is the start of this statement, which comes after the lock is granted
+/// (`now()` would be when the transaction began, before it waited): the jobs' start times
+/// (`attempted_at`) and the starts the rate limit records are that time, and the starts of a
+/// kind only grow, claim after claim. A claim under a rate limit drops the starts its window
+/// has left behind and appends its own, with the limit it enforced, to the kind's row of
+/// `jobs_rate_limits`.
 ///
 /// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
 /// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
 /// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
-/// slots of all workers, not by the backlog.
+/// slots of all workers, not by the backlog, and only under a running limit.
 pub const CLAIM_LIMITED_JOBS: &str = concat!(
     "
-WITH room AS (
-    SELECT greatest(0, least($3, $4 - (
-        SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1))) AS jobs
+WITH window_starts AS (",
+    starts_in_window!("statement_timestamp()", "$6", "$7"),
+    "
+), room AS (
+    SELECT greatest(0, least(
+        $3,
+        CASE WHEN $4::bigint IS NULL THEN $3
+             ELSE $4 - (SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)
+        END,
+        CASE WHEN $6::integer IS NULL THEN $3
+             ELSE $6 - (SELECT coalesce(sum(jobs), 0) FROM window_starts)
+        END)) AS jobs
 ), claimable AS (
     SELECT id FROM (
         SELECT candidate.id, candidate.priority, candidate.run_at
         FROM unnest((SELECT $2::text[])) AS claimed(queue)
         CROSS JOIN LATERAL (
             SELECT id, priority, run_at FROM jobs_queue
-            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1 AND run_at <= now()
+            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1
+              AND run_at <= statement_timestamp()
               AND ",
     queue_not_paused!("claimed.queue"),
     "
@@ -235,9 +285,43 @@ WITH room AS (
     ) AS first
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT jobs FROM room)
+), claimed AS (",
+    claimed_jobs!("$5", "statement_timestamp()"),
+    "
+), starts_recorded AS (
+    INSERT INTO jobs_rate_limits AS rate (kind, jobs, window_secs, started_at, started)
+    SELECT $1, $6, $7,
+           ARRAY(SELECT at FROM window_starts ORDER BY at) || statement_timestamp(),
+           ARRAY(SELECT jobs FROM window_starts ORDER BY at) || count(*)::integer
+    FROM claimed
+    WHERE $6::integer IS NOT NULL
+    HAVING count(*) > 0
+    ON CONFLICT (kind) DO UPDATE
+    SET jobs = excluded.jobs, window_secs = excluded.window_secs,
+        started_at = excluded.started_at, started = excluded.started
 )
-",
-    claimed_jobs!("$5")
+SELECT * FROM claimed"
+);
+
+/// Seconds from now until kind `$1`'s rate limit, at most `$2` starts in any `$3` seconds, lets
+/// a job start again; no row when it lets one start now. Run after a claim of the kind, under
+/// its lock: the time the first start whose leaving brings the starts still in the window
+/// under the limit leaves it.
+pub const RATE_LIMIT_ROOM_IN: &str = concat!(
+    "
+WITH window_starts AS (",
+    starts_in_window!("clock_timestamp()", "$2", "$3"),
+    "
+), leaving AS (
+    SELECT at, sum(jobs) OVER (ORDER BY at) AS gone, sum(jobs) OVER () AS total
+    FROM window_starts
+)
+SELECT greatest(0, extract(epoch FROM at + make_interval(secs => $3::float8)
+                                      - clock_timestamp()))::float8
+FROM leaving
+WHERE total >= $2 AND total - gone < $2
+ORDER BY at
+LIMIT 1"
 );
 
 /// A job taken by a worker, with the lease token that fences its outcome.
@@ -344,30 +428,56 @@ pub async fn claim(
     query.fetch_all(pool).await
 }
 
-/// Claims up to `limit` ready jobs of `kind` from `queues`, but no more than leave at most
-/// `max_running` of the kind running across all workers, each leased for `lease`. One
-/// transaction: the kind's advisory lock, then the claim.
+/// What a claim of a limited kind took, and when its rate limit lets the next job start.
+#[derive(Debug)]
+pub struct LimitedClaim {
+    /// The jobs claimed.
+    pub jobs: Vec<ClaimedJob>,
+    /// How long until the kind's rate limit lets a job start again, when it lets none start
+    /// now; `None` when it does (or the kind has no rate limit).
+    pub rate_room_in: Option<Duration>,
+}
+
+/// Claims up to `limit` ready jobs of `kind` from `queues`, each leased for `lease`, but no more
+/// than leave at most `max_running` of the kind running and at most `rate_limit` started across
+/// all workers. One transaction: the kind's advisory lock, the claim, and, when the claim took
+/// fewer than `limit` under a rate limit, when that limit lets the next job start.
 pub async fn claim_limited(
     pool: &PgPool,
     kind: &str,
     queues: &[String],
     limit: usize,
-    max_running: u32,
+    max_running: Option<u32>,
+    rate_limit: Option<RateLimit>,
     lease: Duration,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+) -> Result<LimitedClaim, sqlx::Error> {
     let mut transaction = pool.begin().await?;
     sqlx::query(LOCK_LIMITED_KIND)
         .bind(kind)
         .execute(&mut *transaction)
         .await?;
-    let claimed = sqlx::query_as(CLAIM_LIMITED_JOBS)
+    let rate_jobs = rate_limit.map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
+    let rate_window = rate_limit.map(|rate| rate.per().as_secs_f64());
+    let jobs: Vec<ClaimedJob> = sqlx::query_as(CLAIM_LIMITED_JOBS)
         .bind(kind)
         .bind(queues)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(i64::from(max_running))
+        .bind(max_running.map(i64::from))
         .bind(lease.as_secs_f64())
+        .bind(rate_jobs)
+        .bind(rate_window)
         .fetch_all(&mut *transaction)
         .await?;
+    let mut rate_room_in = None;
+    if jobs.len() < limit && rate_limit.is_some() {
+        let seconds: Option<f64> = sqlx::query_scalar(RATE_LIMIT_ROOM_IN)
+            .bind(kind)
+            .bind(rate_jobs)
+            .bind(rate_window)
+            .fetch_optional(&mut *transaction)
+            .await?;
+        rate_room_in = seconds.map(|seconds| Duration::from_secs_f64(seconds.max(0.0)));
+    }
     transaction.commit().await?;
-    Ok(claimed)
+    Ok(LimitedClaim { jobs, rate_room_in })
 }

@@ -52,7 +52,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobs_core::{JobRegistration, Registry, RegistryError, Schedule, StateMap};
+use jobs_core::{JobRegistration, RateLimit, Registry, RegistryError, Schedule, StateMap};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -136,6 +136,17 @@ pub enum WorkerError {
     NeverReachedDatabase {
         /// Why the last attempt failed; `None` when the stop came before any attempt ended.
         last_error: Option<sqlx::Error>,
+    },
+    /// [`WorkerBuilder::max_running`] or [`WorkerBuilder::rate_limit`] names a kind this worker
+    /// does not run.
+    #[error("`.{setting}(\"{kind}\", ..)`: this worker runs no job kind `{kind}` (it runs {})", quoted_list(.known))]
+    LimitOfUnknownKind {
+        /// The builder method.
+        setting: &'static str,
+        /// The kind given.
+        kind: String,
+        /// The kinds the worker runs, sorted.
+        known: Vec<String>,
     },
     /// A kind's lease and heartbeat, its own or the worker's, cannot work together.
     #[error("job kind `{kind}`: its heartbeat ({heartbeat:?}) must be shorter than its lease ({lease:?}), or leases run out while its jobs run")]
@@ -230,6 +241,15 @@ pub struct WorkerBuilder {
     registrations: Option<Vec<JobRegistration>>,
     schedules: Vec<Schedule>,
     relays: Vec<RelayTask>,
+    /// Limits given at run time, by kind, in place of those `#[job]` declared.
+    limits: BTreeMap<String, LimitOverride>,
+}
+
+/// The limits of one kind given to the builder; `None` keeps what `#[job]` declared.
+#[derive(Debug, Default, Clone, Copy)]
+struct LimitOverride {
+    max_running: Option<u32>,
+    rate_limit: Option<RateLimit>,
 }
 
 impl WorkerBuilder {
@@ -294,6 +314,25 @@ impl WorkerBuilder {
         self
     }
 
+    /// Lets at most `max_running` jobs of kind `kind` run at once across all workers, in place
+    /// of its `#[job(max_running = ..)]`: for limits read from configuration. Every worker
+    /// enforces the limit it was given, so give every worker of the kind the same.
+    /// [`build`](Self::build) refuses a kind this worker does not run, and a limit of 0.
+    pub fn max_running(mut self, kind: impl Into<String>, max_running: u32) -> Self {
+        self.limits.entry(kind.into()).or_default().max_running = Some(max_running);
+        self
+    }
+
+    /// Lets at most `limit.jobs()` jobs of kind `kind` start in any window of `limit.per()`
+    /// across all workers, in place of its `#[job(rate_limit = ..)]`: for limits read from
+    /// configuration (`"100/1s".parse::<RateLimit>()`). Every worker enforces the limit it was
+    /// given, so give every worker of the kind the same. [`build`](Self::build) refuses a kind
+    /// this worker does not run.
+    pub fn rate_limit(mut self, kind: impl Into<String>, limit: RateLimit) -> Self {
+        self.limits.entry(kind.into()).or_default().rate_limit = Some(limit);
+        self
+    }
+
     /// Adds a schedule from configuration, next to those `#[job(cron = ..)]` and
     /// `#[job(every = ..)]` declare: its kind must be one this worker runs, without data
     /// arguments. Every worker that has it schedules it; each tick becomes one job.
@@ -327,6 +366,7 @@ impl WorkerBuilder {
         if registry.is_empty() {
             return Err(WorkerError::NoKinds);
         }
+        let registry = with_limits(registry, &self.limits)?;
         registry.check_state(&self.states)?;
         for registration in registry.iter() {
             let lease = registration.options.lease.unwrap_or(self.config.lease);
@@ -393,6 +433,57 @@ impl WorkerBuilder {
     }
 }
 
+/// `registry` with the limits given to the builder in place of those `#[job]` declared.
+fn with_limits(
+    registry: Registry,
+    limits: &BTreeMap<String, LimitOverride>,
+) -> Result<Registry, WorkerError> {
+    if limits.is_empty() {
+        return Ok(registry);
+    }
+    let known = || {
+        let mut names: Vec<String> = registry.iter().map(|r| r.name.to_string()).collect();
+        names.sort();
+        names
+    };
+    for (kind, limit) in limits {
+        if registry.get(kind).is_none() {
+            let setting = if limit.max_running.is_some() {
+                "max_running"
+            } else {
+                "rate_limit"
+            };
+            return Err(WorkerError::LimitOfUnknownKind {
+                setting,
+                kind: kind.clone(),
+                known: known(),
+            });
+        }
+        if limit.max_running == Some(0) {
+            return Err(WorkerError::Config(ConfigError {
+                setting: "max_running",
+                reason: "must be at least 1: it is the most jobs of the kind running at once",
+            }));
+        }
+    }
+    let registrations: Vec<JobRegistration> = registry
+        .iter()
+        .map(|registration| {
+            let mut registration = *registration;
+            if let Some(limit) = limits.get(registration.name) {
+                if let Some(max_running) = limit.max_running {
+                    registration.options.max_running = Some(max_running);
+                }
+                if let Some(rate_limit) = limit.rate_limit {
+                    registration.options.rate_limit = Some(rate_limit);
+                }
+            }
+            registration
+        })
+        .collect();
+    Ok(Registry::from_registrations(registrations)?)
+}
+
 /// The kinds of `registry` as the plan needs them, each with its lease (its own, else the
 /// worker's).
 fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
@@ -401,6 +492,7 @@ fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
         .map(|registration| KindToRun {
             name: registration.name,
             max_running: registration.options.max_running,
+            rate_limit: registration.options.rate_limit,
             lease: registration.options.lease.unwrap_or(config.lease),
         })
         .collect()
@@ -473,6 +565,7 @@ impl Worker {
             registrations: None,
             schedules: Vec::new(),
             relays: Vec::new(),
+            limits: BTreeMap::new(),
         }
     }
 

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use jobs_core::RateLimit;
+
 use super::producer::{Claim, QueuePlan};
 
 /// A kind the worker runs, as the plan needs it.
@@ -14,21 +16,26 @@ pub(crate) struct KindToRun {
     pub(crate) name: &'static str,
     /// Most jobs of it running at once across all workers, if limited.
     pub(crate) max_running: Option<u32>,
+    /// Most jobs of it started in any window of the limit's length across all workers, if
+    /// limited.
+    pub(crate) rate_limit: Option<RateLimit>,
     /// Its lease.
     pub(crate) lease: Duration,
 }
 
 /// The producers for `kinds` on `queues` (name to concurrency).
 ///
-/// Kinds without a running limit share one producer per queue, claiming any of them. Each kind
-/// with a limit gets a producer of its own across all the queues, so that the lock its claims
-/// take never slows the claims of the other kinds; its concurrency is its limit.
+/// Kinds without a limit share one producer per queue, claiming any of them. Each kind with a
+/// limit (on its running jobs, on their rate, or both) gets a producer of its own across all
+/// the queues, so that the lock its claims take never slows the claims of the other kinds; its
+/// concurrency is its running limit, or without one the largest concurrency among the queues.
 pub(crate) fn plan_producers(
     kinds: &[KindToRun],
     queues: &BTreeMap<String, usize>,
 ) -> Vec<QueuePlan> {
-    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) =
-        kinds.iter().partition(|kind| kind.max_running.is_some());
+    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) = kinds
+        .iter()
+        .partition(|kind| kind.max_running.is_some() || kind.rate_limit.is_some());
     let mut plans = Vec::new();
     if !unlimited.is_empty() {
         let names: Vec<&'static str> = unlimited.iter().map(|kind| kind.name).collect();
@@ -47,17 +54,27 @@ pub(crate) fn plan_producers(
         }
     }
     let queue_names: Vec<String> = queues.keys().cloned().collect();
+    let widest_queue = queues.values().copied().max().unwrap_or(1);
     for kind in limited {
-        let max_running = kind.max_running.unwrap_or(1);
+        let mut limits = Vec::new();
+        if let Some(max_running) = kind.max_running {
+            limits.push(format!("at most {max_running} running"));
+        }
+        if let Some(rate_limit) = kind.rate_limit {
+            limits.push(format!("at most {rate_limit} started"));
+        }
         plans.push(QueuePlan {
-            name: format!("{} (at most {max_running} running)", kind.name),
+            name: format!("{} ({})", kind.name, limits.join(", ")),
             claim: Claim::Limited {
                 kind: kind.name,
                 queues: queue_names.clone(),
-                max_running,
+                max_running: kind.max_running,
+                rate_limit: kind.rate_limit,
                 lease: kind.lease,
             },
-            concurrency: usize::try_from(max_running).unwrap_or(usize::MAX),
+            concurrency: kind.max_running.map_or(widest_queue, |max_running| {
+                usize::try_from(max_running).unwrap_or(usize::MAX)
+            }),
             woken_by: queue_names.clone(),
         });
     }
@@ -72,6 +89,7 @@ mod tests {
         KindToRun {
             name,
             max_running,
+            rate_limit: None,
             lease: Duration::from_secs(lease_secs),
         }
     }
@@ -122,7 +140,8 @@ mod tests {
             Claim::Limited {
                 kind: "export",
                 queues: vec!["default".into(), "reports".into()],
-                max_running: 2,
+                max_running: Some(2),
+                rate_limit: None,
                 lease: Duration::from_secs(600),
             }
         );
@@ -139,5 +158,40 @@ mod tests {
         let plans = plan_producers(&[kind("export", Some(1), 600)], &queues(&[("default", 16)]));
         assert_eq!(plans.len(), 1);
         assert!(matches!(plans[0].claim, Claim::Limited { .. }));
+    }
+
+    #[test]
+    fn a_rate_limited_kind_gets_a_producer_of_its_own_as_wide_as_the_widest_queue() {
+        let limit = RateLimit::parse("100/1s").unwrap();
+        let mut webhook = kind("webhook", None, 30);
+        webhook.rate_limit = Some(limit);
+        let mut export = kind("export", Some(2), 600);
+        export.rate_limit = Some(limit);
+        let plans = plan_producers(
+            &[kind("email", None, 30), webhook, export],
+            &queues(&[("default", 16), ("hooks", 4)]),
+        );
+        assert_eq!(
+            plans.len(),
+            4,
+            "two queue producers and one per limited kind"
+        );
+        assert_eq!(plans[2].name, "webhook (at most 100/1s started)");
+        assert_eq!(plans[2].concurrency, 16);
+        assert_eq!(
+            plans[2].claim,
+            Claim::Limited {
+                kind: "webhook",
+                queues: vec!["default".into(), "hooks".into()],
+                max_running: None,
+                rate_limit: Some(limit),
+                lease: Duration::from_secs(30),
+            }
+        );
+        assert_eq!(
+            plans[3].name,
+            "export (at most 2 running, at most 100/1s started)"
+        );
+        assert_eq!(plans[3].concurrency, 2);
     }
 }

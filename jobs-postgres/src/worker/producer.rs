@@ -10,7 +10,8 @@ use tokio_util::task::TaskTracker;
 use super::executor::execute;
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
-use crate::store::{self, ClaimPlace, ClaimedJob};
+use crate::store::{self, ClaimPlace, ClaimedJob, LimitedClaim};
+use jobs_core::RateLimit;
 
 /// What a producer needs to know about the jobs it claims.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,15 +38,18 @@ pub enum Claim {
         /// The lease of each kind, pairing with `kinds`.
         leases: Vec<Duration>,
     },
-    /// Jobs of one kind with a limit on its running jobs across all workers, from any of the
-    /// worker's queues.
+    /// Jobs of one kind with a limit on its running jobs or on their rate across all workers,
+    /// from any of the worker's queues.
     Limited {
         /// The kind.
         kind: &'static str,
         /// The worker's queues.
         queues: Vec<String>,
-        /// Most jobs of the kind running at once across all workers.
-        max_running: u32,
+        /// Most jobs of the kind running at once across all workers, if limited.
+        max_running: Option<u32>,
+        /// Most jobs of the kind started in any window of the limit's length across all
+        /// workers, if limited.
+        rate_limit: Option<RateLimit>,
         /// The kind's lease.
         lease: Duration,
     },
@@ -59,20 +63,33 @@ impl Claim {
         shared: &Shared,
         wanted: usize,
         from: Option<ClaimPlace>,
-    ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    ) -> Result<LimitedClaim, sqlx::Error> {
         match self {
             Claim::Queue {
                 queue,
                 kinds,
                 leases,
-            } => store::claim(&shared.pool, queue, kinds, leases, wanted, from).await,
+            } => Ok(LimitedClaim {
+                jobs: store::claim(&shared.pool, queue, kinds, leases, wanted, from).await?,
+                rate_room_in: None,
+            }),
             Claim::Limited {
                 kind,
                 queues,
                 max_running,
+                rate_limit,
                 lease,
             } => {
-                store::claim_limited(&shared.pool, kind, queues, wanted, *max_running, *lease).await
+                store::claim_limited(
+                    &shared.pool,
+                    kind,
+                    queues,
+                    wanted,
+                    *max_running,
+                    *rate_limit,
+                    *lease,
+                )
+                .await
             }
         }
     }
@@ -182,12 +199,17 @@ pub async fn produce(
         let wanted = permits.len();
         let mut claimed = 0;
         let mut failure = None;
+        let mut rate_room_in = None;
         // From where the last claim ended, when that is known and the front was looked at
         // recently; then from the front for whatever is still wanted.
         let mut from = position.resume_point();
         loop {
             match plan.claim.claim(&shared, wanted - claimed, from).await {
-                Ok(jobs) => {
+                Ok(LimitedClaim {
+                    jobs,
+                    rate_room_in: room_in,
+                }) => {
+                    rate_room_in = room_in;
                     claimed += jobs.len();
                     position.claimed(&jobs, from.is_none());
                     for job in jobs {
@@ -222,7 +244,13 @@ pub async fn produce(
         backoff.reset();
         let drained = claimed < wanted;
         busy = !drained;
-        if drained {
+        if let Some(room_in) = rate_room_in {
+            // The kind's rate limit lets nothing more start before then, whatever arrives.
+            tokio::select! {
+                () = tokio::time::sleep(room_in) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+            }
+        } else if drained {
             tokio::select! {
                 () = wake.notified() => {}
                 () = tokio::time::sleep(shared.config.poll_interval) => {}

@@ -22,7 +22,7 @@ pub const QUEUE: &str = "chaos";
 pub const APPLICATION_NAME: &str = "jobs-chaos-worker";
 
 /// The kinds the chaos worker runs.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 10] = [
     "chaos_job",
     "abort_process",
     "stale_then_fresh",
@@ -30,8 +30,16 @@ pub const KINDS: [&str; 8] = [
     "long_job",
     "effect_once",
     "chaos_tick",
+    "rate_limited_job",
+    "running_limited_job",
     BATCH_CALLBACK,
 ];
+
+/// The rate limit of [`rate_limited_job`].
+pub const RATE_LIMIT: &str = "25/250ms";
+
+/// The running limit of [`running_limited_job`].
+pub const MAX_RUNNING: i64 = 2;
 
 /// The kind of the batch callback [`batch_ended`], which a worker started with
 /// `--batch-callbacks=0` does not run.
@@ -229,6 +237,23 @@ patient_job! {
         .await?;
         Ok(())
     }
+}
+
+/// Records its run, with at most 25 started in any 250 ms across all workers
+/// ([`RATE_LIMIT`]).
+#[job(queue = "chaos", rate_limit = "25/250ms")]
+pub async fn rate_limited_job(ctx: JobContext, pool: State<PgPool>) -> JobResult {
+    record_run(&pool, &ctx).await?;
+    Ok(())
+}
+
+/// Records its run, then works for `sleep_ms`, with at most two running at once across all
+/// workers ([`MAX_RUNNING`]).
+#[job(queue = "chaos", max_running = 2)]
+pub async fn running_limited_job(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
+    record_run(&pool, &ctx).await?;
+    tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+    Ok(())
 }
 
 /// Records its run: the job of the every-tick schedule (`--schedule-every-ms`).

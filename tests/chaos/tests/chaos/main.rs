@@ -13,6 +13,7 @@ mod batch_kill;
 mod exactly_once;
 mod exhaustion;
 mod kill;
+mod limits;
 mod outage;
 mod outbox_kill;
 mod pause;

@@ -1,0 +1,187 @@
+//! Injects: a rate-limited backlog drained by three worker processes at once; a SIGKILL of a
+//! worker running a kind's every allowed job. Proves: the rate limit holds in every window of
+//! the jobs' start times, and comes close to its rate; a running limit counts a killed worker's
+//! jobs until they are rescued, then frees their slots.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use jobs::{JobId, RateLimit};
+use jobs_chaos::{rate_limited_job, running_limited_job, MAX_RUNNING, RATE_LIMIT};
+
+use crate::support::{alone_on_shared_server, secs, wait_until, ChaosDb, Figures};
+
+/// The most jobs of `kind` started in any window of `window` (from each job's start, the window's
+/// start included and its end excluded), by the rows' start times.
+async fn most_started_in_any_window(db: &ChaosDb, kind: &str, window: Duration) -> i64 {
+    sqlx::query_scalar(
+        "SELECT coalesce(max(started), 0) FROM (
+             SELECT count(*) AS started
+             FROM jobs_queue AS first JOIN jobs_queue AS later
+               ON later.kind = first.kind
+              AND later.attempted_at >= first.attempted_at
+              AND later.attempted_at < first.attempted_at + make_interval(secs => $2)
+             WHERE first.kind = $1
+             GROUP BY first.id) AS windows",
+    )
+    .bind(kind)
+    .bind(window.as_secs_f64())
+    .fetch_one(&db.pool)
+    .await
+    .expect("count starts per window")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_three_worker_processes() {
+    const JOBS: i64 = 300;
+    let (_serial, db) = alone_on_shared_server().await;
+    let limit: RateLimit = RATE_LIMIT.parse().unwrap();
+    let mut ids: Vec<JobId> = Vec::new();
+    for _ in 0..JOBS {
+        ids.push(rate_limited_job::enqueue(&db.pool).await.unwrap().id());
+    }
+    let workers = [
+        db.spawn_worker("first"),
+        db.spawn_worker("second"),
+        db.spawn_worker("third"),
+    ];
+    let started = Instant::now();
+    let all: Vec<&_> = workers.iter().collect();
+    db.wait_all_done(&ids, Duration::from_secs(60), &all).await;
+    let drained = started.elapsed();
+
+    let most = most_started_in_any_window(&db, "rate_limited_job", limit.per()).await;
+    let (span, processes): (f64, i64) = sqlx::query_as(
+        "SELECT (SELECT extract(epoch FROM max(attempted_at) - min(attempted_at))::float8
+                 FROM jobs_queue WHERE kind = 'rate_limited_job'),
+                (SELECT count(DISTINCT pid) FROM runs)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let attempts = db
+        .scalar_i64("SELECT sum(attempts)::int8 FROM jobs_queue WHERE kind = 'rate_limited_job'")
+        .await;
+    // After the first window's jobs, the rest came at this fraction of the limit's rate.
+    let pace = (JOBS - i64::from(limit.jobs())) as f64 / span / limit.jobs_per_second();
+    Figures::new("a rate limit across three worker processes")
+        .add("limit", limit)
+        .add("jobs", JOBS)
+        .add("most started in one window", most)
+        .add("started over", format!("{span:.3} s"))
+        .add(
+            "pace after the first window",
+            format!("{pace:.2}x the limit's rate"),
+        )
+        .add("processes that ran jobs", processes)
+        .add("drained in", secs(drained))
+        .outcome(&db, db.lost(&ids).await.len())
+        .await
+        .print();
+    assert!(
+        most <= i64::from(limit.jobs()),
+        "{most} jobs started within one window of {limit}"
+    );
+    assert_eq!(
+        attempts, JOBS,
+        "no job held back by the limit spent an attempt"
+    );
+    assert!(processes >= 2, "the workers shared the jobs");
+    assert!(
+        pace >= 0.5,
+        "jobs held back by {limit} started at {pace:.2}x its rate: they should start as soon as the window allows"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
+    const JOBS: usize = 4;
+    let (_serial, db) = alone_on_shared_server().await;
+    let mut ids: Vec<JobId> = Vec::new();
+    for _ in 0..JOBS {
+        ids.push(
+            running_limited_job::enqueue(&db.pool, 1_500)
+                .await
+                .unwrap()
+                .id(),
+        );
+    }
+    let mut victim = db.spawn_worker("victim");
+    wait_until(
+        "the victim to run the two jobs its limit allows",
+        Duration::from_secs(20),
+        &[&victim],
+        || async { db.scalar_i64("SELECT count(*) FROM runs").await == MAX_RUNNING },
+    )
+    .await;
+    let orphans = db.running_ids().await;
+    victim.kill();
+    let killed_at = db.now().await;
+    let survivor = db.spawn_worker("survivor");
+    // Sample how many jobs of the kind the database holds running until every job is done.
+    let most_running = AtomicI64::new(0);
+    wait_until(
+        "every job done",
+        Duration::from_secs(30),
+        &[&survivor],
+        || {
+            let (db, most_running) = (&db, &most_running);
+            async move {
+                let running = db
+                    .scalar_i64(
+                        "SELECT count(*) FROM jobs_queue
+                         WHERE kind = 'running_limited_job' AND state = 'running'",
+                    )
+                    .await;
+                most_running.fetch_max(running, Ordering::Relaxed);
+                db.count_in("done").await == JOBS as i64
+            }
+        },
+    )
+    .await;
+    let most_running = most_running.into_inner();
+    // When the first orphan was rescued, and when the survivor first started a job.
+    let (rescued_at, survivor_started_at): (Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT (SELECT min(extract(epoch FROM (e->>'at')::timestamptz))::float8
+                 FROM jobs_queue AS j, jsonb_array_elements(j.errors) AS e
+                 WHERE j.id = ANY($1) AND e->>'kind' = 'lease_expired'),
+                (SELECT min(extract(epoch FROM started_at))::float8 FROM runs WHERE pid = $2)",
+    )
+    .bind(orphans.iter().copied().collect::<Vec<JobId>>())
+    .bind(i32::try_from(survivor.pid()).unwrap())
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let rescued_at = rescued_at.expect("the orphans were rescued");
+    let survivor_started_at = survivor_started_at.expect("the survivor ran jobs");
+    Figures::new("a running limit through a SIGKILL")
+        .add("limit", format!("{MAX_RUNNING} running"))
+        .add("jobs running when the victim was killed", orphans.len())
+        .add("most running seen", most_running)
+        .add(
+            "first orphan rescued after the kill",
+            format!("{:.2} s", rescued_at - killed_at),
+        )
+        .add(
+            "survivor's first start after the kill",
+            format!("{:.2} s", survivor_started_at - killed_at),
+        )
+        .outcome(&db, db.lost(&ids).await.len())
+        .await
+        .print();
+    assert_eq!(
+        orphans.len() as i64,
+        MAX_RUNNING,
+        "the victim held every slot"
+    );
+    assert!(
+        most_running <= MAX_RUNNING,
+        "{most_running} running at once"
+    );
+    assert!(
+        survivor_started_at >= rescued_at,
+        "the survivor started a job {:.3} s before the killed worker's jobs were rescued",
+        rescued_at - survivor_started_at
+    );
+    assert!(db.lost(&ids).await.is_empty());
+}

@@ -1,0 +1,248 @@
+//! Limits across workers: a rate limit holds in every window, whichever worker claims, and
+//! the jobs it holds back wait ready, spending no attempt.
+
+use std::time::Duration;
+
+use jobs::{JobId, RateLimit, Worker, WorkerConfig, WorkerError, WorkerHandle};
+
+use crate::support::{fast_config, refusal, Db};
+use crate::test_jobs::{rate_limited_record, record_run};
+
+/// Starts a worker of `kinds` on a pool of its own, as another process would have, with
+/// `limit` given at run time to `record_run`. It polls only every 10 s: a worker held back by a
+/// rate limit must claim again when the window allows, not when it next polls.
+async fn start_rate_limited_worker(
+    db: &Db,
+    kinds: &[&str],
+    limit: Option<RateLimit>,
+) -> WorkerHandle {
+    let pool = db.other_pool(6).await;
+    let mut builder = Worker::builder(pool)
+        .kinds(kinds.iter().copied())
+        .state(db.pool.clone())
+        .config(WorkerConfig {
+            poll_interval: Duration::from_secs(10),
+            ..fast_config()
+        });
+    if let Some(limit) = limit {
+        builder = builder.rate_limit("record_run", limit);
+    }
+    builder.build().expect("worker builds").start()
+}
+
+/// The most jobs of `kind` that started in any window of `window` (from each job's start, the
+/// window's start included and its end excluded), by the rows' start times.
+async fn most_started_in_any_window(db: &Db, kind: &str, window: Duration) -> i64 {
+    sqlx::query_scalar(
+        "SELECT coalesce(max(started), 0) FROM (
+             SELECT count(*) AS started
+             FROM jobs_queue AS first JOIN jobs_queue AS later
+               ON later.kind = first.kind
+              AND later.attempted_at >= first.attempted_at
+              AND later.attempted_at < first.attempted_at + make_interval(secs => $2)
+             WHERE first.kind = $1
+             GROUP BY first.id) AS windows",
+    )
+    .bind(kind)
+    .bind(window.as_secs_f64())
+    .fetch_one(&db.pool)
+    .await
+    .expect("count starts per window")
+}
+
+/// The seconds between the first and the last start of `kind`.
+async fn start_span(db: &Db, kind: &str) -> f64 {
+    sqlx::query_scalar(
+        "SELECT extract(epoch FROM max(attempted_at) - min(attempted_at))::float8
+         FROM jobs_queue WHERE kind = $1",
+    )
+    .bind(kind)
+    .fetch_one(&db.pool)
+    .await
+    .expect("span of starts")
+}
+
+/// Waits until every job in `ids` is done.
+async fn wait_all_done(db: &Db, ids: &[JobId]) {
+    let query = format!(
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done' AND id = ANY('{{{}}}')",
+        ids.iter()
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    db.wait_for_count("every job done", &query, ids.len() as i64)
+        .await;
+}
+
+/// Checks what a drain of `jobs` jobs of `kind` under `limit` left: no window above the limit,
+/// one attempt each, and a pace close to the limit (the jobs after the first window's start
+/// came at no less than half the limit's rate); returns the pace as a fraction of the limit.
+async fn check_drain_under(db: &Db, kind: &str, jobs: i64, limit: RateLimit) -> f64 {
+    let most = most_started_in_any_window(db, kind, limit.per()).await;
+    assert!(
+        most <= i64::from(limit.jobs()),
+        "{most} jobs of `{kind}` started within one window of {limit}"
+    );
+    let attempts: i64 = db
+        .count(&format!(
+            "SELECT coalesce(sum(attempts), 0) FROM jobs_queue WHERE kind = '{kind}'"
+        ))
+        .await;
+    assert_eq!(
+        attempts, jobs,
+        "a job held back by the limit spent no attempt"
+    );
+    let span = start_span(db, kind).await;
+    let after_first_window = (jobs - i64::from(limit.jobs())) as f64;
+    let pace = after_first_window / span / limit.jobs_per_second();
+    println!(
+        "{jobs} jobs under {limit}: at most {most} started in one window, started over {span:.3} s, {:.2}x the limit's rate",
+        pace
+    );
+    assert!(
+        pace >= 0.5,
+        "jobs held back by {limit} started at {pace:.2}x its rate: they should start as soon as the window allows"
+    );
+    pace
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_in_every_window_across_three_workers() {
+    let db = Db::new().await;
+    let limit: RateLimit = "10/200ms".parse().unwrap();
+    let mut ids = Vec::new();
+    for n in 0..60 {
+        ids.push(
+            record_run::enqueue(&db.pool, format!("job {n}"))
+                .await
+                .unwrap()
+                .id(),
+        );
+    }
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(start_rate_limited_worker(&db, &["record_run"], Some(limit)).await);
+    }
+    wait_all_done(&db, &ids).await;
+    for worker in workers {
+        worker.shutdown().await.unwrap();
+    }
+    check_drain_under(&db, "record_run", 60, limit).await;
+    let (jobs, window_secs): (i32, f64) =
+        sqlx::query_as("SELECT jobs, window_secs FROM jobs_rate_limits WHERE kind = 'record_run'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (jobs, window_secs),
+        (10, 0.2),
+        "the limit enforced is recorded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_declared_on_the_job_holds_and_leaves_other_kinds_alone() {
+    let db = Db::new().await;
+    let declared = <rate_limited_record::Job as jobs::JobKind>::OPTIONS
+        .rate_limit
+        .expect("declared");
+    let mut limited = Vec::new();
+    for _ in 0..40 {
+        limited.push(rate_limited_record::enqueue(&db.pool).await.unwrap().id());
+    }
+    let mut free = Vec::new();
+    for n in 0..40 {
+        free.push(
+            record_run::enqueue(&db.pool, format!("free {n}"))
+                .await
+                .unwrap()
+                .id(),
+        );
+    }
+    let worker = start_rate_limited_worker(&db, &["rate_limited_record", "record_run"], None).await;
+    wait_all_done(&db, &free).await;
+    let limited_done = db
+        .count(
+            "SELECT count(*) FROM jobs_queue WHERE kind = 'rate_limited_record' AND state = 'done'",
+        )
+        .await;
+    assert!(
+        limited_done < 40,
+        "the kind without a limit drained without waiting for the limited one"
+    );
+    wait_all_done(&db, &limited).await;
+    worker.shutdown().await.unwrap();
+    check_drain_under(&db, "rate_limited_record", 40, declared).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_beyond_the_limit_wait_ready_until_the_window_allows() {
+    let db = Db::new().await;
+    let limit: RateLimit = "3/1h".parse().unwrap();
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(
+            record_run::enqueue(&db.pool, format!("job {n}"))
+                .await
+                .unwrap()
+                .id(),
+        );
+    }
+    let worker = start_rate_limited_worker(&db, &["record_run"], Some(limit)).await;
+    db.wait_for_count(
+        "three jobs done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        3,
+    )
+    .await;
+    // Woken by new jobs, the worker still starts none before the window allows (in an hour).
+    let now: f64 = sqlx::query_scalar("SELECT extract(epoch FROM now())::float8")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    for n in 0..3 {
+        record_run::enqueue(&db.pool, format!("wake-up {n}"))
+            .await
+            .unwrap();
+    }
+    db.wait_for_clock_past("the worker to be woken and poll", now, 0.3)
+        .await;
+    let held: Vec<(String, i32)> = db
+        .rows("SELECT state::text, attempts FROM jobs_queue WHERE state <> 'done' ORDER BY id")
+        .await;
+    assert_eq!(held.len(), 5, "two held back and three wake-ups");
+    assert!(
+        held.iter()
+            .all(|(state, attempts)| state == "ready" && *attempts == 0),
+        "held back, not retried: {held:?}"
+    );
+    worker.shutdown().await.unwrap();
+    assert_eq!(ids.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_given_at_run_time_name_a_kind_the_worker_runs() {
+    let db = Db::new().await;
+    let error = refusal(
+        Worker::builder(db.pool.clone())
+            .kinds(["record_run"])
+            .state(db.pool.clone())
+            .rate_limit("record_rnu", "1/1s".parse().unwrap()),
+    );
+    assert!(
+        matches!(&error, WorkerError::LimitOfUnknownKind { kind, .. } if kind == "record_rnu"),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "`.rate_limit(\"record_rnu\", ..)`: this worker runs no job kind `record_rnu` (it runs `record_run`)"
+    );
+    let error = refusal(
+        Worker::builder(db.pool.clone())
+            .kinds(["record_run"])
+            .state(db.pool.clone())
+            .max_running("record_run", 0),
+    );
+    assert!(matches!(error, WorkerError::Config(_)), "{error}");
+}
