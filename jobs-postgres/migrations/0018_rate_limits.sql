@@ -18,3 +18,8 @@ CREATE TABLE jobs_rate_limits (
     started      integer[]     NOT NULL,
     CHECK (cardinality(started_at) = cardinality(started))
 );
+
+-- The limits each live worker enforces, as it declared them when it started, so that `jobs stats`
+-- can show every limit with how much of it is in use:
+-- [{"kind": "...", "max_running": N or null, "rate_jobs": N or null, "rate_window_secs": S or null}].
+ALTER TABLE jobs_workers ADD COLUMN limits jsonb NOT NULL DEFAULT '[]';

@@ -24,6 +24,7 @@
 //! | [`LONGEST_EXPIRED_LEASE_SECONDS`] | gauge | `kind`, `queue` | how long ago the longest-expired lease expired |
 //! | [`QUEUE_PAUSED_SECONDS`] | gauge | `queue` | how long a paused queue has been paused |
 //! | [`LIVE_WORKERS`] | gauge | `queue` | live worker processes that claim from the queue |
+//! | [`LIMIT_HELD_BACK`] | gauge | `kind` | due jobs a used-up running or rate limit holds back |
 //!
 //! The counters and histograms are this process's own. The gauges are the table's health
 //! numbers ([`admin::stats`](crate::admin::stats)), published by every worker every
@@ -119,8 +120,14 @@ pub const QUEUE_PAUSED_SECONDS: &str = "jobs_queue_paused_seconds";
 /// Alert on 0 while `jobs_ready` is above 0, as `jobs check` does on `queue_unserved`.
 pub const LIVE_WORKERS: &str = "jobs_live_workers";
 
+/// Gauge: due ready jobs of a limited kind that its limit holds back (all its due jobs while its
+/// running limit or its rate limit is used up, else 0), labelled `kind`; published for every
+/// kind a live worker limits (see [`LimitStats`](crate::admin::LimitStats)). Alert when it stays
+/// above 0 for long: the limit is too low for the work.
+pub const LIMIT_HELD_BACK: &str = "jobs_limit_held_back";
+
 /// Every metric name, in the order of the table above.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     RUNS_TOTAL,
     RUN_SECONDS,
     PICKUP_LATENCY_SECONDS,
@@ -138,6 +145,7 @@ pub const ALL: [&str; 17] = [
     LONGEST_EXPIRED_LEASE_SECONDS,
     QUEUE_PAUSED_SECONDS,
     LIVE_WORKERS,
+    LIMIT_HELD_BACK,
 ];
 
 /// The names of the labels.
@@ -327,6 +335,11 @@ pub fn describe() {
         LIVE_WORKERS,
         Unit::Count,
         "Live worker processes that claim from the queue."
+    );
+    describe_gauge!(
+        LIMIT_HELD_BACK,
+        Unit::Count,
+        "Due jobs of a limited kind that its used-up running or rate limit holds back."
     );
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use jobs::{JobId, RateLimit, Worker, WorkerConfig, WorkerError, WorkerHandle};
 
-use crate::support::{fast_config, refusal, Db};
+use crate::support::{fast_config, refusal, wait_until, Db};
 use crate::test_jobs::{rate_limited_record, record_run};
 
 /// Starts a worker of `kinds` on a pool of its own, as another process would have, with
@@ -245,4 +245,65 @@ async fn limits_given_at_run_time_name_a_kind_the_worker_runs() {
             .max_running("record_run", 0),
     );
     assert!(matches!(error, WorkerError::Config(_)), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_show_each_limit_with_what_is_in_use_and_what_it_holds_back() {
+    let db = Db::new().await;
+    for n in 0..5 {
+        record_run::enqueue(&db.pool, format!("job {n}"))
+            .await
+            .unwrap();
+    }
+    let limited = |pool: sqlx::PgPool, rate: &str| {
+        Worker::builder(pool.clone())
+            .kinds(["record_run"])
+            .state(pool)
+            .config(fast_config())
+            .max_running("record_run", 5)
+            .rate_limit("record_run", rate.parse().unwrap())
+            .build()
+            .expect("worker builds")
+            .start()
+    };
+    let first = limited(db.other_pool(6).await, "3/1h");
+    db.wait_for_count(
+        "three jobs done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        3,
+    )
+    .await;
+    let stats = admin_stats_with_live_workers(&db, 1).await;
+    assert_eq!(stats.limits.len(), 1, "{:?}", stats.limits);
+    let limit = &stats.limits[0];
+    assert_eq!(limit.limits.kind, "record_run");
+    assert_eq!(limit.limits.max_running, Some(5));
+    assert_eq!(limit.limits.rate_limit, Some("3/1h".parse().unwrap()));
+    assert_eq!(
+        (
+            limit.running,
+            limit.started_in_window,
+            limit.due,
+            limit.held_back
+        ),
+        (0, 3, 2, 2),
+        "the rate limit is used up and holds back the two due jobs"
+    );
+    assert!(limit.rate_limit_reached() && !limit.running_limit_reached());
+    assert!(!limit.workers_disagree);
+
+    let second = limited(db.other_pool(6).await, "4/1h");
+    let stats = admin_stats_with_live_workers(&db, 2).await;
+    assert!(stats.limits[0].workers_disagree, "{:?}", stats.limits);
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}
+
+/// The stats, once `workers` live workers have recorded themselves.
+async fn admin_stats_with_live_workers(db: &Db, workers: usize) -> jobs::admin::Stats {
+    wait_until("the workers to record themselves", || async {
+        jobs::admin::live_workers(&db.pool).await.unwrap().len() >= workers
+    })
+    .await;
+    jobs::admin::stats(&db.pool).await.unwrap()
 }

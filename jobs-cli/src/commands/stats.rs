@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use jobs_postgres::admin::{
-    self, Counts, HumanDuration, OutboxStats, QueuePause, RetainedCounts, ScheduleStats, Stats,
-    EXACT_RETAINED_BOUND, MAX_COUNTED_TICKS,
+    self, Counts, HumanDuration, LimitStats, OutboxStats, QueuePause, RetainedCounts,
+    ScheduleStats, Stats, EXACT_RETAINED_BOUND, MAX_COUNTED_TICKS,
 };
 use jobs_postgres::PgPool;
 use serde_json::{json, Value};
@@ -38,9 +38,49 @@ fn to_table(stats: &Stats) -> String {
         text.push('\n');
         text.push_str(&pauses_lines(&stats.paused));
     }
+    if !stats.limits.is_empty() {
+        text.push('\n');
+        text.push_str(&limits_lines(&stats.limits));
+    }
     text.push('\n');
     text.push_str(&workers_line(stats));
     text
+}
+
+/// One line per limited kind: each limit with how much of it is in use, and the due jobs it
+/// holds back.
+fn limits_lines(limits: &[LimitStats]) -> String {
+    limits
+        .iter()
+        .map(|limit| {
+            let mut parts = Vec::new();
+            if let Some(max) = limit.limits.max_running {
+                parts.push(format!("{}/{max} running", limit.running));
+            }
+            if let Some(rate) = limit.limits.rate_limit {
+                parts.push(format!(
+                    "{}/{} started in the last {}",
+                    limit.started_in_window,
+                    rate.jobs(),
+                    HumanDuration(rate.per())
+                ));
+            }
+            let held = match limit.held_back {
+                0 => String::from("none held back"),
+                held => format!("{} held back", super::count(held as usize, "due job")),
+            };
+            let disagree = if limit.workers_disagree {
+                "; live workers declare different limits for it"
+            } else {
+                ""
+            };
+            format!(
+                "limit: kind {}: {}; {held}{disagree}\n",
+                shown(&limit.limits.kind),
+                parts.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// How many workers are live, and the queues they serve (`jobs workers` lists them).
@@ -257,6 +297,16 @@ fn to_json(stats: &Stats) -> Value {
             "paused_by": pause.paused_by,
             "reason": pause.reason,
         })).collect::<Vec<_>>(),
+        "limits": stats.limits.iter().map(|limit| json!({
+            "kind": limit.limits.kind,
+            "max_running": limit.limits.max_running,
+            "running": limit.running,
+            "rate_limit": limit.limits.rate_limit.map(|rate| rate.to_string()),
+            "started_in_window": limit.started_in_window,
+            "due": limit.due,
+            "held_back": limit.held_back,
+            "workers_disagree": limit.workers_disagree,
+        })).collect::<Vec<_>>(),
         "total": counts_json(&stats.total(), stats.retained),
         "live_workers": stats.workers.len(),
         "retained": match stats.retained {
@@ -284,4 +334,39 @@ fn counts_json(counts: &Counts, retained: RetainedCounts) -> Value {
         "oldest_ready_secs": counts.oldest_ready_age.map(|age| age.as_secs_f64()),
         "longest_expired_lease_secs": counts.longest_expired_lease.map(|age| age.as_secs_f64()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobs_postgres::admin::KindLimits;
+
+    fn limit(kind: &str, max_running: Option<u32>, rate: Option<&str>) -> LimitStats {
+        LimitStats {
+            limits: KindLimits {
+                kind: kind.to_owned(),
+                max_running,
+                rate_limit: rate.map(|rate| rate.parse().unwrap()),
+            },
+            workers_disagree: false,
+            running: 2,
+            started_in_window: 100,
+            due: 345,
+            held_back: 0,
+        }
+    }
+
+    #[test]
+    fn each_limited_kind_shows_its_limits_in_use_and_what_they_hold_back() {
+        let mut webhooks = limit("deliver_webhook", None, Some("100/1s"));
+        webhooks.held_back = 345;
+        let mut exports = limit("export", Some(4), Some("1000/1h"));
+        exports.workers_disagree = true;
+        assert_eq!(
+            limits_lines(&[webhooks, exports]),
+            "limit: kind deliver_webhook: 100/100 started in the last 1s; 345 due jobs held back\n\
+             limit: kind export: 2/4 running, 100/1000 started in the last 1h; none held back; \
+             live workers declare different limits for it\n"
+        );
+    }
 }

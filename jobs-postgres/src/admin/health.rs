@@ -633,6 +633,7 @@ mod tests {
             started_at: chrono::Utc::now(),
             last_seen_at: chrono::Utc::now(),
             last_seen_ago: Duration::ZERO,
+            limits: Vec::new(),
         }
     }
 

@@ -53,6 +53,7 @@ mod error;
 pub mod find;
 mod health;
 mod human;
+mod limits;
 pub mod outbox;
 mod pauses;
 pub mod retention;
@@ -81,6 +82,8 @@ pub use find::{
 };
 pub use health::{check, HealthThresholds, Violation, MISSING_AFTER_TICKS};
 pub use human::HumanDuration;
+pub(crate) use limits::add_limit_stats;
+pub use limits::{KindLimits, LimitStats};
 pub use outbox::{list_parked, preview_replay_parked, replay_parked, ParkedRow};
 pub use pauses::{
     pause_queue, paused_queues, resume_queue, PauseOutcome, QueuePause, ResumeOutcome,

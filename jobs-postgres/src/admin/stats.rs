@@ -7,8 +7,9 @@ use jobs_core::{Schedule, ScheduleError};
 
 use sqlx::PgPool;
 
+use super::limits::add_limit_stats;
 use super::workflow::{longest_open_batches, longest_waiting, OpenBatch, WaitingJob};
-use super::{live_workers, paused_queues, AdminError, LiveWorker, QueuePause};
+use super::{live_workers, paused_queues, AdminError, LimitStats, LiveWorker, QueuePause};
 pub use crate::store::stats::EXACT_RETAINED_BOUND;
 use crate::store::stats::{self as store, RetainedRow, StatsRow};
 
@@ -96,6 +97,9 @@ pub struct Stats {
     pub longest_waiting: Vec<WaitingJob>,
     /// The batches open longest, oldest first, at most [`STUCK_LISTED`](super::STUCK_LISTED).
     pub longest_open_batches: Vec<OpenBatch>,
+    /// Every kind a live worker limits (running jobs, rate), by name, with how much of each
+    /// limit is in use and how many jobs wait on it.
+    pub limits: Vec<LimitStats>,
 }
 
 /// Where the done and cancelled numbers of [`Stats`] come from.
@@ -229,6 +233,7 @@ pub async fn stats(pool: &PgPool) -> Result<Stats, AdminError> {
     }
     stats.paused = paused_queues(pool).await?;
     stats.workers = live_workers(pool).await?;
+    add_limit_stats(pool, &mut stats).await?;
     if stats.total().waiting > 0 {
         stats.longest_waiting = longest_waiting(pool).await?;
     }

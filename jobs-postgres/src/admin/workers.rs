@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::AdminError;
+use super::{AdminError, KindLimits};
 use crate::admin::stats::seconds;
 use crate::store::workers as store;
 
@@ -41,6 +41,8 @@ pub struct LiveWorker {
     pub last_seen_at: DateTime<Utc>,
     /// How long ago that was.
     pub last_seen_ago: Duration,
+    /// The limits it enforces, by kind (only the kinds it limits).
+    pub limits: Vec<KindLimits>,
 }
 
 /// One queue of a [`LiveWorker`].
@@ -92,6 +94,12 @@ pub async fn live_workers(pool: &PgPool) -> Result<Vec<LiveWorker>, AdminError> 
                 started_at: row.started_at,
                 last_seen_at: row.last_seen_at,
                 last_seen_ago: seconds(row.seen_secs_ago).unwrap_or_default(),
+                limits: row
+                    .limits
+                    .0
+                    .into_iter()
+                    .map(KindLimits::from_declared)
+                    .collect(),
             }
         })
         .collect())

@@ -7,7 +7,7 @@ use ::metrics::{gauge, Label};
 use sqlx::PgPool;
 
 use super::{
-    labels, DEAD, EXPIRED_LEASES, LIVE_WORKERS, LONGEST_EXPIRED_LEASE_SECONDS,
+    labels, DEAD, EXPIRED_LEASES, LIMIT_HELD_BACK, LIVE_WORKERS, LONGEST_EXPIRED_LEASE_SECONDS,
     OLDEST_READY_AGE_SECONDS, QUEUE_PAUSED_SECONDS, READY, RUNNING, SCHEDULED, WAITING,
 };
 use crate::admin::{self, AdminError, Counts, Stats};
@@ -29,6 +29,8 @@ pub struct Gauges {
     paused: HashSet<String>,
     /// The queues whose live workers were published.
     served: HashSet<String>,
+    /// The limited kinds whose held-back jobs were published.
+    limited: HashSet<String>,
 }
 
 impl Gauges {
@@ -60,6 +62,7 @@ impl Gauges {
         let mut stats = admin::stats_from_rows(rows);
         stats.paused = admin::paused_queues(pool).await?;
         stats.workers = admin::live_workers(pool).await?;
+        admin::add_limit_stats(pool, &mut stats).await?;
         self.publish(&stats);
         Ok(GaugesPass { stats, counted })
     }
@@ -104,6 +107,15 @@ impl Gauges {
             set_live_workers(queue, 0);
         }
         self.served = served;
+        let mut limited = HashSet::with_capacity(stats.limits.len());
+        for limit in &stats.limits {
+            set_held_back(&limit.limits.kind, limit.held_back);
+            limited.insert(limit.limits.kind.clone());
+        }
+        for kind in self.limited.difference(&limited) {
+            set_held_back(kind, 0);
+        }
+        self.limited = limited;
     }
 }
 
@@ -137,6 +149,12 @@ fn set(queue: &str, kind: &str, counts: &Counts) {
 fn set_live_workers(queue: &str, live: usize) {
     let labels = [Label::new(labels::QUEUE, queue.to_owned())];
     gauge!(LIVE_WORKERS, labels.iter()).set(live as f64);
+}
+
+/// Sets how many due jobs of `kind` its limit holds back.
+fn set_held_back(kind: &str, held_back: u64) {
+    let labels = [Label::new(labels::KIND, kind.to_owned())];
+    gauge!(LIMIT_HELD_BACK, labels.iter()).set(held_back as f64);
 }
 
 /// Sets how long `queue` has been paused (0: it is not).

@@ -269,3 +269,30 @@ pub(crate) async fn shared_queue_stats(
         .collect::<Result<Vec<_>, _>>()?;
     Ok((rows, counted))
 }
+
+/// How many jobs of each kind `$1` started in the window `$2` (seconds) its rate limit holds,
+/// up to now, from the starts its claims recorded (`jobs_rate_limits`): one probe of the
+/// primary key per kind.
+pub const STARTS_IN_WINDOW: &str = "
+SELECT limited.kind,
+       coalesce((SELECT sum(started.jobs)
+                 FROM jobs_rate_limits AS rate,
+                      unnest(rate.started_at, rate.started) AS started(at, jobs)
+                 WHERE rate.kind = limited.kind
+                   AND started.at > now() - make_interval(secs => limited.window_secs)),
+                0)::int8 AS started
+FROM unnest($1::text[], $2::float8[]) AS limited(kind, window_secs)";
+
+/// How many jobs of each of `kinds` started in its window (`windows`, pairing): the kinds with
+/// their counts, by [`STARTS_IN_WINDOW`].
+pub(crate) async fn starts_in_window(
+    pool: &PgPool,
+    kinds: &[String],
+    windows: &[f64],
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(STARTS_IN_WINDOW)
+        .bind(kinds)
+        .bind(windows)
+        .fetch_all(pool)
+        .await
+}

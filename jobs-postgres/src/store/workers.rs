@@ -11,8 +11,9 @@ use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
 /// Records worker `$1` as live now: its host `$2`, pid `$3`, crate version `$4`, queues `$5`
-/// (`[{queue, concurrency}]`), kinds `$6`, started at `$7` (NULL: now, for its first record)
-/// and gone once not refreshed for `$8` seconds. A row that exists already keeps its start and
+/// (`[{queue, concurrency}]`), kinds `$6`, started at `$7` (NULL: now, for its first record),
+/// gone once not refreshed for `$8` seconds, and enforcing the limits `$9` (`[{kind,
+/// max_running, rate_jobs, rate_window_secs}]`). A row that exists already keeps its start and
 /// is seen now. In the same statement, deletes the rows of other workers that are gone. Returns
 /// the worker's start.
 pub const RECORD_PRESENCE: &str = "
@@ -21,8 +22,8 @@ WITH gone AS (
     WHERE id <> $1 AND last_seen_at + gone_after < now()
 )
 INSERT INTO jobs_workers (id, host, pid, version, queues, kinds, started_at, last_seen_at,
-                          gone_after)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), now(), make_interval(secs => $8))
+                          gone_after, limits)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), now(), make_interval(secs => $8), $9)
 ON CONFLICT (id) DO UPDATE
 SET last_seen_at = now(), gone_after = excluded.gone_after
 RETURNING started_at";
@@ -33,7 +34,7 @@ pub const FORGET_WORKER: &str = "DELETE FROM jobs_workers WHERE id = $1";
 /// Every live worker (seen within its `gone_after`), by host, then start, with how long ago it
 /// was last seen (seconds).
 pub const LIVE_WORKERS: &str = "
-SELECT id, host, pid, version, queues, kinds, started_at, last_seen_at,
+SELECT id, host, pid, version, queues, kinds, started_at, last_seen_at, limits,
        extract(epoch FROM now() - last_seen_at)::float8 AS seen_secs_ago
 FROM jobs_workers
 WHERE last_seen_at + gone_after >= now()
@@ -46,6 +47,15 @@ pub(crate) struct QueueSlots {
     pub(crate) concurrency: u64,
 }
 
+/// The limits a worker enforces on one kind, as the `limits` column holds them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DeclaredLimits {
+    pub(crate) kind: String,
+    pub(crate) max_running: Option<u32>,
+    pub(crate) rate_jobs: Option<u32>,
+    pub(crate) rate_window_secs: Option<f64>,
+}
+
 /// What a worker says of itself.
 #[derive(Debug, Clone)]
 pub(crate) struct Presence {
@@ -55,6 +65,7 @@ pub(crate) struct Presence {
     pub(crate) version: &'static str,
     pub(crate) queues: Vec<QueueSlots>,
     pub(crate) kinds: Vec<String>,
+    pub(crate) limits: Vec<DeclaredLimits>,
 }
 
 /// A live worker, as [`LIVE_WORKERS`] returns it.
@@ -68,6 +79,7 @@ pub(crate) struct WorkerRow {
     pub(crate) kinds: Vec<String>,
     pub(crate) started_at: DateTime<Utc>,
     pub(crate) last_seen_at: DateTime<Utc>,
+    pub(crate) limits: Json<Vec<DeclaredLimits>>,
     pub(crate) seen_secs_ago: f64,
 }
 
@@ -88,6 +100,7 @@ pub(crate) async fn record_presence(
         .bind(&presence.kinds)
         .bind(started_at)
         .bind(gone_after.as_secs_f64())
+        .bind(Json(&presence.limits))
         .fetch_one(pool)
         .await
 }

@@ -815,11 +815,7 @@ async fn supervise(
     }
     let kinds = kinds_to_run(&shared.registry, &shared.config);
     let plans = plan::plan_producers(&kinds, &queues);
-    let presence = presence::presence_of(
-        shared.id,
-        &queues,
-        shared.registry.iter().map(|registration| registration.name),
-    );
+    let presence = presence::presence_of(shared.id, &queues, &kinds);
     let tasks = Tasks::spawn(&shared, plans, schedules, relays, outcomes, presence);
     tracing::info!(
         worker.id = %shared.id,

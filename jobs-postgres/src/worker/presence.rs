@@ -17,21 +17,22 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::config::PRESENCE_MISSED;
+use super::plan::KindToRun;
 use super::Shared;
 use crate::periodic::{run_periodically, OnStop, PeriodicService};
 use crate::store::throughput::{self, Tally};
-use crate::store::workers::{self, Presence, QueueSlots};
+use crate::store::workers::{self, DeclaredLimits, Presence, QueueSlots};
 
 /// Longest the last writes of a stopping worker (its throughput, forgetting its row) may take:
 /// a database that does not answer by then does not hold the shutdown.
 const LAST_WRITES_WAIT: Duration = Duration::from_secs(2);
 
 /// What worker `id` says of itself: this host and process, this crate's version, its queues
-/// with their concurrency and its kinds.
+/// with their concurrency, its kinds and the limits it enforces.
 pub(crate) fn presence_of<'a>(
     id: Uuid,
     queues: impl IntoIterator<Item = (&'a String, &'a usize)>,
-    kinds: impl IntoIterator<Item = &'static str>,
+    kinds: &[KindToRun],
 ) -> Presence {
     Presence {
         id,
@@ -45,7 +46,17 @@ pub(crate) fn presence_of<'a>(
                 concurrency: u64::try_from(*concurrency).unwrap_or(u64::MAX),
             })
             .collect(),
-        kinds: kinds.into_iter().map(str::to_owned).collect(),
+        kinds: kinds.iter().map(|kind| kind.name.to_owned()).collect(),
+        limits: kinds
+            .iter()
+            .filter(|kind| kind.max_running.is_some() || kind.rate_limit.is_some())
+            .map(|kind| DeclaredLimits {
+                kind: kind.name.to_owned(),
+                max_running: kind.max_running,
+                rate_jobs: kind.rate_limit.map(|limit| limit.jobs()),
+                rate_window_secs: kind.rate_limit.map(|limit| limit.per().as_secs_f64()),
+            })
+            .collect(),
     }
 }
 

@@ -1,0 +1,151 @@
+//! The limits live workers enforce, and how much of each is in use: see [`LimitStats`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jobs_core::RateLimit;
+use sqlx::PgPool;
+
+use super::{AdminError, LiveWorker, Stats};
+use crate::store::stats as store;
+use crate::store::workers::DeclaredLimits;
+
+/// The limits a worker enforces on one kind (`#[job(max_running = .., rate_limit = ..)]`, or
+/// their run-time equivalents on the worker's builder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindLimits {
+    /// The job kind.
+    pub kind: String,
+    /// Most jobs of it running at once across all workers, if limited.
+    pub max_running: Option<u32>,
+    /// Most jobs of it started in any window of the limit's length, if limited.
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl KindLimits {
+    /// The limits a worker's row declares; a rate limit the row holds but this version cannot
+    /// read is left out.
+    pub(crate) fn from_declared(declared: DeclaredLimits) -> Self {
+        let rate_limit = match (declared.rate_jobs, declared.rate_window_secs) {
+            (Some(jobs), Some(secs)) => Duration::try_from_secs_f64(secs)
+                .ok()
+                .and_then(|per| RateLimit::new(jobs, per).ok()),
+            _ => None,
+        };
+        Self {
+            kind: declared.kind,
+            max_running: declared.max_running,
+            rate_limit,
+        }
+    }
+
+    /// Whether it limits anything.
+    fn limits_anything(&self) -> bool {
+        self.max_running.is_some() || self.rate_limit.is_some()
+    }
+}
+
+/// One limited kind in [`Stats::limits`]: its limits, as the live workers running it declared
+/// them, and how much of each is in use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitStats {
+    /// The limits, as the first live worker running the kind declared them.
+    pub limits: KindLimits,
+    /// Whether live workers running the kind declare different limits: each enforces its own
+    /// (a deploy under way, or configuration that differs).
+    pub workers_disagree: bool,
+    /// Jobs of the kind running now, in every queue.
+    pub running: u64,
+    /// Jobs of the kind started in the rate limit's current window (0 without a rate limit).
+    pub started_in_window: u64,
+    /// Due ready jobs of the kind, in every queue.
+    pub due: u64,
+    /// Due ready jobs that a limit holds back: all of [`due`](Self::due) while a limit is used
+    /// up, else none.
+    pub held_back: u64,
+}
+
+impl LimitStats {
+    /// Whether the running limit is used up.
+    pub fn running_limit_reached(&self) -> bool {
+        self.limits
+            .max_running
+            .is_some_and(|max| self.running >= u64::from(max))
+    }
+
+    /// Whether the rate limit is used up for its current window.
+    pub fn rate_limit_reached(&self) -> bool {
+        self.limits
+            .rate_limit
+            .is_some_and(|limit| self.started_in_window >= u64::from(limit.jobs()))
+    }
+}
+
+/// Fills [`Stats::limits`] from the live workers' declared limits and the counts of `stats`,
+/// reading the starts in each rate limit's window (one statement, only when a live worker
+/// declares a rate limit).
+pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<(), AdminError> {
+    let declared = declared_limits(&stats.workers);
+    let (kinds, windows): (Vec<String>, Vec<f64>) = declared
+        .values()
+        .filter_map(|(limits, _)| {
+            let limit = limits.rate_limit?;
+            Some((limits.kind.clone(), limit.per().as_secs_f64()))
+        })
+        .unzip();
+    let started: BTreeMap<String, i64> = if kinds.is_empty() {
+        BTreeMap::new()
+    } else {
+        store::starts_in_window(pool, &kinds, &windows)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    stats.limits = declared
+        .into_values()
+        .map(|(limits, workers_disagree)| {
+            let (mut running, mut due) = (0, 0);
+            for counts in stats.kinds.iter().filter(|kind| kind.kind == limits.kind) {
+                running += counts.counts.running;
+                due += counts.counts.ready;
+            }
+            let started_in_window = started
+                .get(&limits.kind)
+                .map_or(0, |started| u64::try_from(*started).unwrap_or(0));
+            let mut stats = LimitStats {
+                limits,
+                workers_disagree,
+                running,
+                started_in_window,
+                due,
+                held_back: 0,
+            };
+            if stats.running_limit_reached() || stats.rate_limit_reached() {
+                stats.held_back = due;
+            }
+            stats
+        })
+        .collect();
+    Ok(())
+}
+
+/// The limits `workers` declare, by kind: the first worker's, and whether another declares
+/// different ones.
+fn declared_limits(workers: &[LiveWorker]) -> BTreeMap<String, (KindLimits, bool)> {
+    let mut declared: BTreeMap<String, (KindLimits, bool)> = BTreeMap::new();
+    for worker in workers {
+        for limits in worker
+            .limits
+            .iter()
+            .filter(|limits| limits.limits_anything())
+        {
+            match declared.get_mut(&limits.kind) {
+                Some((first, disagree)) => *disagree |= first != limits,
+                None => {
+                    declared.insert(limits.kind.clone(), (limits.clone(), false));
+                }
+            }
+        }
+    }
+    declared
+}
