@@ -35,11 +35,17 @@ pub enum RateLimitError {
     #[error("expected `<jobs>/<window>`, such as \"100/1s\" or \"10/m\"")]
     MissingSlash,
     /// The count of jobs was not a whole number.
-    #[error("`{0}` is not a whole number of jobs: write it like \"100/1s\"")]
+    #[error("{} is not a whole number of jobs: write it like \"100/1s\"", quoted_count(.0))]
     BadCount(String),
     /// The count of jobs was zero.
     #[error("the number of jobs must be at least 1: a limit of 0 would never start a job")]
     ZeroJobs,
+    /// The count of jobs was above [`RateLimit::MAX_JOBS`].
+    #[error("the number of jobs must be at most {}", RateLimit::MAX_JOBS)]
+    TooManyJobs,
+    /// The window was not a whole number of milliseconds.
+    #[error("the window must be a whole number of milliseconds")]
+    PartialMillisecond,
     /// The window did not read as a duration.
     #[error("invalid window: {0}")]
     BadWindow(DurationError),
@@ -54,6 +60,17 @@ pub enum RateLimitError {
     WindowTooLong,
 }
 
+/// The bound a rate limit's parts break (the errors of [`RateLimit::new`], as a constant
+/// function can return them).
+#[derive(Debug, Clone, Copy)]
+enum OutOfBounds {
+    ZeroJobs,
+    TooManyJobs,
+    WindowTooShort,
+    WindowTooLong,
+    PartialMillisecond,
+}
+
 impl RateLimit {
     /// The shortest window accepted.
     pub const MIN_WINDOW: Duration = Duration::from_millis(10);
@@ -62,27 +79,47 @@ impl RateLimit {
     /// The most jobs one window may allow (what the database stores as an `integer`).
     pub const MAX_JOBS: u32 = i32::MAX as u32;
 
-    /// At most `jobs` starts in any window of length `per`, checked.
+    /// At most `jobs` starts in any window of length `per`, checked: at least one job and at
+    /// most [`MAX_JOBS`](Self::MAX_JOBS), a window from [`MIN_WINDOW`](Self::MIN_WINDOW) to
+    /// [`MAX_WINDOW`](Self::MAX_WINDOW) in whole milliseconds (so that the limit reads back as
+    /// it is written).
     pub fn new(jobs: u32, per: Duration) -> Result<Self, RateLimitError> {
-        if jobs == 0 {
-            return Err(RateLimitError::ZeroJobs);
+        match Self::out_of_bounds(jobs, per) {
+            None => Ok(Self { jobs, per }),
+            Some(OutOfBounds::ZeroJobs) => Err(RateLimitError::ZeroJobs),
+            Some(OutOfBounds::TooManyJobs) => Err(RateLimitError::TooManyJobs),
+            Some(OutOfBounds::WindowTooShort) => Err(RateLimitError::WindowTooShort),
+            Some(OutOfBounds::WindowTooLong) => Err(RateLimitError::WindowTooLong),
+            Some(OutOfBounds::PartialMillisecond) => Err(RateLimitError::PartialMillisecond),
         }
-        if jobs > Self::MAX_JOBS {
-            return Err(RateLimitError::BadCount(jobs.to_string()));
-        }
-        if per < Self::MIN_WINDOW {
-            return Err(RateLimitError::WindowTooShort);
-        }
-        if per > Self::MAX_WINDOW {
-            return Err(RateLimitError::WindowTooLong);
-        }
-        Ok(Self { jobs, per })
     }
 
-    /// A limit whose parts `#[job]` has checked already, for the constant it generates.
+    /// A limit whose parts `#[job]` has checked already, for the constant it generates; parts
+    /// out of bounds fail the constant's evaluation, at compile time.
     #[doc(hidden)]
     pub const fn from_checked_parts(jobs: u32, per: Duration) -> Self {
+        assert!(
+            Self::out_of_bounds(jobs, per).is_none(),
+            "a rate limit out of bounds"
+        );
         Self { jobs, per }
+    }
+
+    /// Which bound `jobs` and `per` break, if any.
+    const fn out_of_bounds(jobs: u32, per: Duration) -> Option<OutOfBounds> {
+        if jobs == 0 {
+            Some(OutOfBounds::ZeroJobs)
+        } else if jobs > Self::MAX_JOBS {
+            Some(OutOfBounds::TooManyJobs)
+        } else if per.as_nanos() < Self::MIN_WINDOW.as_nanos() {
+            Some(OutOfBounds::WindowTooShort)
+        } else if per.as_nanos() > Self::MAX_WINDOW.as_nanos() {
+            Some(OutOfBounds::WindowTooLong)
+        } else if per.subsec_nanos() % 1_000_000 != 0 {
+            Some(OutOfBounds::PartialMillisecond)
+        } else {
+            None
+        }
     }
 
     /// Parses `<jobs>/<window>`: a whole number, then a duration in the syntax of
@@ -90,9 +127,10 @@ impl RateLimit {
     pub fn parse(text: &str) -> Result<Self, RateLimitError> {
         let (jobs, window) = text.split_once('/').ok_or(RateLimitError::MissingSlash)?;
         let jobs = jobs.trim();
-        let jobs: u32 = jobs
-            .parse()
-            .map_err(|_| RateLimitError::BadCount(jobs.to_string()))?;
+        let jobs: u32 = match jobs.parse::<u64>() {
+            Ok(jobs) => u32::try_from(jobs).map_err(|_| RateLimitError::TooManyJobs)?,
+            Err(_) => return Err(RateLimitError::BadCount(jobs.to_string())),
+        };
         let window = window.trim();
         let window = if window.starts_with(|c: char| c.is_ascii_alphabetic()) {
             parse_duration(&format!("1{window}"))
@@ -116,6 +154,15 @@ impl RateLimit {
     /// The long-run rate the limit allows, in jobs per second.
     pub fn jobs_per_second(&self) -> f64 {
         f64::from(self.jobs) / self.per.as_secs_f64()
+    }
+}
+
+/// `` `text` ``, or "nothing" for an empty count.
+fn quoted_count(text: &str) -> String {
+    if text.is_empty() {
+        String::from("nothing")
+    } else {
+        format!("`{text}`")
     }
 }
 
@@ -190,7 +237,19 @@ mod tests {
         );
         assert_eq!(
             RateLimit::parse("3000000000/1s"),
-            Err(RateLimitError::BadCount("3000000000".into()))
+            Err(RateLimitError::TooManyJobs)
+        );
+        assert_eq!(
+            RateLimit::parse("99999999999999/1s"),
+            Err(RateLimitError::TooManyJobs)
+        );
+        assert_eq!(
+            RateLimit::parse("/1s").unwrap_err().to_string(),
+            "nothing is not a whole number of jobs: write it like \"100/1s\""
+        );
+        assert_eq!(
+            RateLimit::new(1, Duration::from_micros(10_500)),
+            Err(RateLimitError::PartialMillisecond)
         );
     }
 

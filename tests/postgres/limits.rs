@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobs::{JobId, RateLimit, Worker, WorkerConfig, WorkerError, WorkerHandle};
 
 use crate::support::{fast_config, refusal, wait_until, Db};
-use crate::test_jobs::{rate_limited_record, record_run};
+use crate::test_jobs::{flaky, rate_limited_record, record_run};
 
 /// Starts a worker of `kinds` on a pool of its own, as another process would have, with
 /// `limit` given at run time to `record_run`. It polls only every 10 s: a worker held back by a
@@ -129,6 +129,16 @@ async fn a_rate_limit_holds_in_every_window_across_three_workers() {
         worker.shutdown().await.unwrap();
     }
     check_drain_under(&db, "record_run", 60, limit).await;
+    let slices: i32 = sqlx::query_scalar(
+        "SELECT cardinality(started_at) FROM jobs_rate_limits WHERE kind = 'record_run'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        slices <= 65,
+        "{slices} starts recorded: at most one per 1/64 of the window"
+    );
     let (jobs, window_secs): (i32, f64) =
         sqlx::query_as("SELECT jobs, window_secs FROM jobs_rate_limits WHERE kind = 'record_run'")
             .fetch_one(&db.pool)
@@ -148,7 +158,7 @@ async fn a_rate_limit_declared_on_the_job_holds_and_leaves_other_kinds_alone() {
         .rate_limit
         .expect("declared");
     let mut limited = Vec::new();
-    for _ in 0..40 {
+    for _ in 0..100 {
         limited.push(rate_limited_record::enqueue(&db.pool).await.unwrap().id());
     }
     let mut free = Vec::new();
@@ -168,12 +178,12 @@ async fn a_rate_limit_declared_on_the_job_holds_and_leaves_other_kinds_alone() {
         )
         .await;
     assert!(
-        limited_done < 40,
+        limited_done < 100,
         "the kind without a limit drained without waiting for the limited one"
     );
     wait_all_done(&db, &limited).await;
     worker.shutdown().await.unwrap();
-    check_drain_under(&db, "rate_limited_record", 40, declared).await;
+    check_drain_under(&db, "rate_limited_record", 100, declared).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,29 +206,98 @@ async fn jobs_beyond_the_limit_wait_ready_until_the_window_allows() {
         3,
     )
     .await;
-    // Woken by new jobs, the worker still starts none before the window allows (in an hour).
+    // Another worker, which has never claimed, finds the window full too (the starts are the
+    // database's, not the first worker's).
     let now: f64 = sqlx::query_scalar("SELECT extract(epoch FROM now())::float8")
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    for n in 0..3 {
-        record_run::enqueue(&db.pool, format!("wake-up {n}"))
-            .await
-            .unwrap();
-    }
-    db.wait_for_clock_past("the worker to be woken and poll", now, 0.3)
+    let second = start_rate_limited_worker(&db, &["record_run"], Some(limit)).await;
+    wait_until("the second worker to record itself", || async {
+        jobs::admin::live_workers(&db.pool).await.unwrap().len() == 2
+    })
+    .await;
+    db.wait_for_clock_past("the second worker to claim", now, 0.3)
         .await;
     let held: Vec<(String, i32)> = db
         .rows("SELECT state::text, attempts FROM jobs_queue WHERE state <> 'done' ORDER BY id")
         .await;
-    assert_eq!(held.len(), 5, "two held back and three wake-ups");
-    assert!(
-        held.iter()
-            .all(|(state, attempts)| state == "ready" && *attempts == 0),
-        "held back, not retried: {held:?}"
+    assert_eq!(
+        held,
+        vec![("ready".to_string(), 0); 2],
+        "held back, not retried"
     );
     worker.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
     assert_eq!(ids.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attempt_counts_against_a_rate_limit() {
+    let db = Db::new().await;
+    // Fails its first attempt, retried 10-40 ms later; and one that succeeds at once.
+    let retried = flaky::enqueue(&db.pool, 1).await.unwrap().id();
+    let done = flaky::enqueue(&db.pool, 0).await.unwrap().id();
+    let pool = db.other_pool(6).await;
+    let worker = Worker::builder(pool.clone())
+        .kinds(["flaky"])
+        .state(pool)
+        .config(fast_config())
+        .rate_limit("flaky", "2/1h".parse().unwrap())
+        .build()
+        .expect("worker builds")
+        .start();
+    db.wait_for_state(done, "done").await;
+    db.wait_for_count(
+        "the first attempt of the retried job to fail",
+        &format!("SELECT count(*) FROM jobs_queue WHERE id = {retried} AND attempts = 1 AND state = 'ready'"),
+        1,
+    )
+    .await;
+    let failed_at: f64 = sqlx::query_scalar("SELECT extract(epoch FROM now())::float8")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    db.wait_for_clock_past("the retry's backoff to pass", failed_at, 0.3)
+        .await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM runs").await,
+        2,
+        "two starts in the window: the retry waits for the next one"
+    );
+    let job = db.job(retried).await;
+    assert_eq!((job.state.as_str(), job.attempts), ("ready", 1));
+    worker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_window_records_its_starts_in_a_few_slices() {
+    let db = Db::new().await;
+    let limit: RateLimit = "1000/1h".parse().unwrap();
+    let mut ids = Vec::new();
+    for n in 0..100 {
+        ids.push(
+            record_run::enqueue(&db.pool, format!("job {n}"))
+                .await
+                .unwrap()
+                .id(),
+        );
+    }
+    let worker = start_rate_limited_worker(&db, &["record_run"], Some(limit)).await;
+    wait_all_done(&db, &ids).await;
+    worker.shutdown().await.unwrap();
+    let (slices, started): (i32, i64) = sqlx::query_as(
+        "SELECT cardinality(started_at), (SELECT sum(n) FROM unnest(started) AS n)::int8
+         FROM jobs_rate_limits WHERE kind = 'record_run'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(started, 100, "every start recorded");
+    assert!(
+        slices <= 2,
+        "{slices} starts recorded: claims within one 1/64 of the window share one"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,7 +323,10 @@ async fn limits_given_at_run_time_name_a_kind_the_worker_runs() {
             .state(db.pool.clone())
             .max_running("record_run", 0),
     );
-    assert!(matches!(error, WorkerError::Config(_)), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "`.max_running(\"record_run\", 0)`: the limit must be at least 1, or no job of `record_run` would ever run"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -211,28 +211,6 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
 pub const LOCK_LIMITED_KIND: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
 
-/// The starts of kind `$1` inside its rate limit's window of `$window` seconds before the time
-/// `$now` (SQL expressions): one row per claim that started jobs, with its time (`at`) and how
-/// many it started (`jobs`). None when `$jobs` (the limit's count) is null.
-macro_rules! starts_in_window {
-    ($now:literal, $jobs:literal, $window:literal) => {
-        concat!(
-            "
-    SELECT started.at, started.jobs
-    FROM jobs_rate_limits AS rate,
-         unnest(rate.started_at, rate.started) AS started(at, jobs)
-    WHERE rate.kind = $1 AND ",
-            $jobs,
-            "::integer IS NOT NULL
-      AND started.at > ",
-            $now,
-            " - make_interval(secs => ",
-            $window,
-            "::float8)"
-        )
-    };
-}
-
 /// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, each leased for `$5` seconds, but
 /// no more than leave at most `$4` jobs of the kind running across all workers, and no more
 /// than leave at most `$6` jobs of the kind started in the last `$7` seconds (either limit is
@@ -242,10 +220,16 @@ macro_rules! starts_in_window {
 ///
 /// The claim's time is the start of this statement, which comes after the lock is granted
 /// (`now()` would be when the transaction began, before it waited): the jobs' start times
-/// (`attempted_at`) and the starts the rate limit records are that time, and the starts of a
-/// kind only grow, claim after claim. A claim under a rate limit drops the starts its window
-/// has left behind and appends its own, with the limit it enforced, to the kind's row of
-/// `jobs_rate_limits`.
+/// (`attempted_at`) are that time, and the starts of a kind only grow, claim after claim.
+///
+/// Under a rate limit, the claim rewrites the kind's row of `jobs_rate_limits`: it keeps the
+/// starts still inside the longer of its window and the row's (a worker with a longer window
+/// may share the row while limits change), moved back to now should the clock have stepped
+/// back, and records its own. Starts are recorded per slice of 1/64 of the window (on a fixed
+/// grid of the clock): a claim in the same slice as the last recorded start adds its jobs to it
+/// and moves it to its own time. A start recorded later than it happened only keeps it in the
+/// window longer, so the limit still holds, at the cost of up to 1/64 of the window of delay;
+/// in exchange the row holds at most about 65 starts, whatever the rate and the window.
 ///
 /// Each queue is scanned apart through the ready index's `(queue, kind, ...)` prefix, as
 /// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
@@ -253,9 +237,16 @@ macro_rules! starts_in_window {
 /// slots of all workers, not by the backlog, and only under a running limit.
 pub const CLAIM_LIMITED_JOBS: &str = concat!(
     "
-WITH window_starts AS (",
-    starts_in_window!("statement_timestamp()", "$6", "$7"),
-    "
+WITH kept_starts AS (
+    SELECT least(started.at, statement_timestamp()) AS at, started.jobs,
+           floor(extract(epoch FROM least(started.at, statement_timestamp())) / ($7::float8 / 64))
+             = floor(extract(epoch FROM statement_timestamp()) / ($7::float8 / 64))
+             AS in_this_slice
+    FROM jobs_rate_limits AS rate,
+         unnest(rate.started_at, rate.started) AS started(at, jobs)
+    WHERE rate.kind = $1 AND $6::integer IS NOT NULL
+      AND started.at > statement_timestamp()
+                       - make_interval(secs => greatest($7::float8, rate.window_secs))
 ), room AS (
     SELECT greatest(0, least(
         $3,
@@ -263,7 +254,8 @@ WITH window_starts AS (",
              ELSE $4 - (SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)
         END,
         CASE WHEN $6::integer IS NULL THEN $3
-             ELSE $6 - (SELECT coalesce(sum(jobs), 0) FROM window_starts)
+             ELSE $6 - (SELECT coalesce(sum(jobs), 0) FROM kept_starts
+                        WHERE at > statement_timestamp() - make_interval(secs => $7::float8))
         END)) AS jobs
 ), claimable AS (
     SELECT id FROM (
@@ -291,8 +283,11 @@ WITH window_starts AS (",
 ), starts_recorded AS (
     INSERT INTO jobs_rate_limits AS rate (kind, jobs, window_secs, started_at, started)
     SELECT $1, $6, $7,
-           ARRAY(SELECT at FROM window_starts ORDER BY at) || statement_timestamp(),
-           ARRAY(SELECT jobs FROM window_starts ORDER BY at) || count(*)::integer
+           ARRAY(SELECT at FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
+             || statement_timestamp(),
+           ARRAY(SELECT jobs FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
+             || (count(*) + (SELECT coalesce(sum(jobs), 0) FROM kept_starts
+                             WHERE in_this_slice))::integer
     FROM claimed
     WHERE $6::integer IS NOT NULL
     HAVING count(*) > 0
@@ -307,11 +302,13 @@ SELECT * FROM claimed"
 /// a job start again; no row when it lets one start now. Run after a claim of the kind, under
 /// its lock: the time the first start whose leaving brings the starts still in the window
 /// under the limit leaves it.
-pub const RATE_LIMIT_ROOM_IN: &str = concat!(
-    "
-WITH window_starts AS (",
-    starts_in_window!("clock_timestamp()", "$2", "$3"),
-    "
+pub const RATE_LIMIT_ROOM_IN: &str = "
+WITH window_starts AS (
+    SELECT started.at, started.jobs
+    FROM jobs_rate_limits AS rate,
+         unnest(rate.started_at, rate.started) AS started(at, jobs)
+    WHERE rate.kind = $1
+      AND started.at > clock_timestamp() - make_interval(secs => $3::float8)
 ), leaving AS (
     SELECT at, sum(jobs) OVER (ORDER BY at) AS gone, sum(jobs) OVER () AS total
     FROM window_starts
@@ -321,8 +318,7 @@ SELECT greatest(0, extract(epoch FROM at + make_interval(secs => $3::float8)
 FROM leaving
 WHERE total >= $2 AND total - gone < $2
 ORDER BY at
-LIMIT 1"
-);
+LIMIT 1";
 
 /// A job taken by a worker, with the lease token that fences its outcome.
 #[derive(Debug, Clone, FromRow)]

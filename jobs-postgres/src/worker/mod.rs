@@ -148,6 +148,12 @@ pub enum WorkerError {
         /// The kinds the worker runs, sorted.
         known: Vec<String>,
     },
+    /// [`WorkerBuilder::max_running`] gave a kind a limit of 0, which would never run its jobs.
+    #[error("`.max_running(\"{kind}\", 0)`: the limit must be at least 1, or no job of `{kind}` would ever run")]
+    NoRunningSlots {
+        /// The kind given.
+        kind: String,
+    },
     /// A kind's lease and heartbeat, its own or the worker's, cannot work together.
     #[error("job kind `{kind}`: its heartbeat ({heartbeat:?}) must be shorter than its lease ({lease:?}), or leases run out while its jobs run")]
     HeartbeatNotShorterThanLease {
@@ -460,10 +466,7 @@ fn with_limits(
             });
         }
         if limit.max_running == Some(0) {
-            return Err(WorkerError::Config(ConfigError {
-                setting: "max_running",
-                reason: "must be at least 1: it is the most jobs of the kind running at once",
-            }));
+            return Err(WorkerError::NoRunningSlots { kind: kind.clone() });
         }
     }
     let registrations: Vec<JobRegistration> = registry
@@ -491,6 +494,7 @@ fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
         .iter()
         .map(|registration| KindToRun {
             name: registration.name,
+            queue: registration.options.queue,
             max_running: registration.options.max_running,
             rate_limit: registration.options.rate_limit,
             lease: registration.options.lease.unwrap_or(config.lease),

@@ -14,6 +14,8 @@ use super::producer::{Claim, QueuePlan};
 pub(crate) struct KindToRun {
     /// Its name.
     pub(crate) name: &'static str,
+    /// Its own queue (`#[job(queue = ..)]`).
+    pub(crate) queue: &'static str,
     /// Most jobs of it running at once across all workers, if limited.
     pub(crate) max_running: Option<u32>,
     /// Most jobs of it started in any window of the limit's length across all workers, if
@@ -28,7 +30,8 @@ pub(crate) struct KindToRun {
 /// Kinds without a limit share one producer per queue, claiming any of them. Each kind with a
 /// limit (on its running jobs, on their rate, or both) gets a producer of its own across all
 /// the queues, so that the lock its claims take never slows the claims of the other kinds; its
-/// concurrency is its running limit, or without one the largest concurrency among the queues.
+/// concurrency is its running limit, or without one the concurrency of its own queue. Its slots
+/// are its own, apart from the queues' slots.
 pub(crate) fn plan_producers(
     kinds: &[KindToRun],
     queues: &BTreeMap<String, usize>,
@@ -54,7 +57,6 @@ pub(crate) fn plan_producers(
         }
     }
     let queue_names: Vec<String> = queues.keys().cloned().collect();
-    let widest_queue = queues.values().copied().max().unwrap_or(1);
     for kind in limited {
         let mut limits = Vec::new();
         if let Some(max_running) = kind.max_running {
@@ -72,9 +74,10 @@ pub(crate) fn plan_producers(
                 rate_limit: kind.rate_limit,
                 lease: kind.lease,
             },
-            concurrency: kind.max_running.map_or(widest_queue, |max_running| {
-                usize::try_from(max_running).unwrap_or(usize::MAX)
-            }),
+            concurrency: match kind.max_running {
+                Some(max_running) => usize::try_from(max_running).unwrap_or(usize::MAX),
+                None => queues.get(kind.queue).copied().unwrap_or(1),
+            },
             woken_by: queue_names.clone(),
         });
     }
@@ -88,6 +91,7 @@ mod tests {
     fn kind(name: &'static str, max_running: Option<u32>, lease_secs: u64) -> KindToRun {
         KindToRun {
             name,
+            queue: "default",
             max_running,
             rate_limit: None,
             lease: Duration::from_secs(lease_secs),
@@ -161,9 +165,10 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_limited_kind_gets_a_producer_of_its_own_as_wide_as_the_widest_queue() {
+    fn a_rate_limited_kind_gets_a_producer_of_its_own_as_wide_as_its_queue() {
         let limit = RateLimit::parse("100/1s").unwrap();
         let mut webhook = kind("webhook", None, 30);
+        webhook.queue = "hooks";
         webhook.rate_limit = Some(limit);
         let mut export = kind("export", Some(2), 600);
         export.rate_limit = Some(limit);
@@ -177,7 +182,7 @@ mod tests {
             "two queue producers and one per limited kind"
         );
         assert_eq!(plans[2].name, "webhook (at most 100/1s started)");
-        assert_eq!(plans[2].concurrency, 16);
+        assert_eq!(plans[2].concurrency, 4, "the concurrency of its own queue");
         assert_eq!(
             plans[2].claim,
             Claim::Limited {
