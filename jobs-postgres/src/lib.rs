@@ -54,7 +54,7 @@ pub mod __private {
         };
         pub use crate::store::claims::{
             CLAIM_JOBS, CLAIM_JOBS_AFTER, CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER,
-            LOCK_LIMITED_KIND, RATE_LIMIT_ROOM_IN,
+            DUE_JOBS_REMAIN, LOCK_LIMITED_KIND, RATE_LIMIT_ROOM_IN,
         };
         pub use crate::store::dead::{
             COUNT_DEAD, DISCARD_DEAD, JOB_DETAILS, LIST_DEAD, PREVIEW_DISCARD_DEAD,

@@ -270,6 +270,24 @@ async fn a_limited_claim_skips_other_kinds_backlog() {
         assert_eq!(check_limited_claim(&db, limits).await, [16, 16]);
     }
     check_rate_limit_room(&db).await;
+    check_due_jobs_remain(&db).await;
+}
+
+/// [`check_plans`] of [`sql::DUE_JOBS_REMAIN`] for `record_run` in queues `default` and `other`:
+/// a probe of the ready index per queue, past no foreign job.
+async fn check_due_jobs_remain(db: &Db) {
+    let explain = explain_analyze(sql::DUE_JOBS_REMAIN);
+    let query = sqlx::query_scalar(&explain)
+        .bind("record_run")
+        .bind(vec!["default".to_string(), "other".to_string()]);
+    let arguments = ["'record_run'", "ARRAY['default', 'other']"].map(String::from);
+    let name = "DUE_JOBS_REMAIN";
+    for plan in [
+        plan_of(db, name, query).await,
+        generic_plan_of(db, name, sql::DUE_JOBS_REMAIN, &arguments).await,
+    ] {
+        check(name, &plan);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

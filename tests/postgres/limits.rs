@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobs::{JobId, RateLimit, Worker, WorkerConfig, WorkerError, WorkerHandle};
 
 use crate::support::{fast_config, refusal, wait_until, Db};
-use crate::test_jobs::{flaky, rate_limited_record, record_run};
+use crate::test_jobs::{flaky, insert_due_record_runs, rate_limited_record, record_run};
 
 /// Starts a worker of `kinds` on a pool of its own, as another process would have, with
 /// `limit` given at run time to `record_run`. It polls only every 10 s: a worker held back by a
@@ -388,4 +388,34 @@ async fn admin_stats_with_live_workers(db: &Db, workers: usize) -> jobs::admin::
     })
     .await;
     jobs::admin::stats(&db.pool).await.unwrap()
+}
+
+/// A worker of a kind limited to 4 running drains its backlog without waiting for a poll: its
+/// slots free as soon as its outcomes are queued for writing, but the jobs count as running until
+/// they are written, so claims meet the limit; the worker claims again when its outcomes are
+/// written. It polls only every 30 s, so that a worker waiting for its next poll times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_limit_claims_again_as_its_own_outcomes_are_written() {
+    let db = Db::new().await;
+    insert_due_record_runs(&db, 1_000, "backlog", "1 minute", "1 ms").await;
+    let pool = db.other_pool(12).await;
+    let worker = Worker::builder(pool.clone())
+        .kinds(["record_run"])
+        .state(pool)
+        .config(WorkerConfig {
+            poll_interval: Duration::from_secs(30),
+            ..fast_config()
+        })
+        .max_running("record_run", 4)
+        .build()
+        .expect("worker builds")
+        .start();
+    db.wait_for_count(
+        "the backlog drained",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        1_000,
+    )
+    .await;
+    worker.shutdown().await.unwrap();
+    assert_eq!(db.count("SELECT count(*) FROM runs").await, 1_000);
 }

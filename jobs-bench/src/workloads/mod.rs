@@ -6,6 +6,7 @@ pub mod drain;
 pub mod enqueue;
 pub mod growth;
 pub mod latency;
+pub mod limits;
 pub mod memory;
 pub mod outbox;
 pub mod pressure;
@@ -39,5 +40,6 @@ macro_rules! workloads {
 
 /// Every workload, in the order they run.
 pub const ALL: &[Workload] = workloads![
-    enqueue, bulk, drain, batch, latency, growth, pressure, memory, outbox, stats, throughput
+    enqueue, bulk, drain, batch, latency, limits, growth, pressure, memory, outbox, stats,
+    throughput
 ];

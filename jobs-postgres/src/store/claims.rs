@@ -320,6 +320,16 @@ WHERE total >= $2 AND total - gone < $2
 ORDER BY at
 LIMIT 1";
 
+/// Whether a due job of kind `$1` is ready in one of queues `$2`: after a claim of the kind that
+/// took fewer jobs than it asked for, whether its limits (or other claims' locks) held some
+/// back, rather than the kind running out of work. One probe of the ready index per queue.
+pub const DUE_JOBS_REMAIN: &str = "
+SELECT EXISTS (
+    SELECT FROM unnest((SELECT $2::text[])) AS limited(queue)
+    WHERE EXISTS (SELECT FROM jobs_queue
+                  WHERE state = 'ready' AND queue = limited.queue AND kind = $1
+                    AND run_at <= now()))";
+
 /// A job taken by a worker, with the lease token that fences its outcome.
 #[derive(Debug, Clone, FromRow)]
 pub struct ClaimedJob {
@@ -432,12 +442,17 @@ pub struct LimitedClaim {
     /// How long until the kind's rate limit lets a job start again, when it lets none start
     /// now; `None` when it does (or the kind has no rate limit).
     pub rate_room_in: Option<Duration>,
+    /// Whether the claim took fewer jobs than asked while due jobs of the kind remained ready:
+    /// a limit held them back (or other claims had them locked). Jobs that ended but whose
+    /// outcomes are not yet written count against a running limit until they are.
+    pub held_back: bool,
 }
 
 /// Claims up to `limit` ready jobs of `kind` from `queues`, each leased for `lease`, but no more
 /// than leave at most `max_running` of the kind running and at most `rate_limit` started across
 /// all workers. One transaction: the kind's advisory lock, the claim, and, when the claim took
-/// fewer than `limit` under a rate limit, when that limit lets the next job start.
+/// fewer than `limit`, whether due jobs remain (held back) and, if so, when the rate limit lets
+/// the next job start.
 pub async fn claim_limited(
     pool: &PgPool,
     kind: &str,
@@ -464,8 +479,16 @@ pub async fn claim_limited(
         .bind(rate_window)
         .fetch_all(&mut *transaction)
         .await?;
+    let mut held_back = false;
+    if jobs.len() < limit {
+        held_back = sqlx::query_scalar(DUE_JOBS_REMAIN)
+            .bind(kind)
+            .bind(queues)
+            .fetch_one(&mut *transaction)
+            .await?;
+    }
     let mut rate_room_in = None;
-    if jobs.len() < limit && rate_limit.is_some() {
+    if held_back && rate_limit.is_some() {
         let seconds: Option<f64> = sqlx::query_scalar(RATE_LIMIT_ROOM_IN)
             .bind(kind)
             .bind(rate_jobs)
@@ -475,5 +498,9 @@ pub async fn claim_limited(
         rate_room_in = seconds.map(|seconds| Duration::from_secs_f64(seconds.max(0.0)));
     }
     transaction.commit().await?;
-    Ok(LimitedClaim { jobs, rate_room_in })
+    Ok(LimitedClaim {
+        jobs,
+        rate_room_in,
+        held_back,
+    })
 }

@@ -87,6 +87,7 @@ pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
         metrics::outcome_dropped(DropReason::Refused);
         shared.running.remove(outcome.id, outcome.lease_token);
     }
+    shared.outcomes_written.send_modify(|writes| *writes += 1);
 }
 
 /// Writes `batch` as [`write`] does; returns it, with the error, if the database refused it.

@@ -231,6 +231,9 @@ pub(crate) struct Shared {
     pub(crate) stopped: watch::Sender<bool>,
     /// Turns `true` on a stop at once: drop running jobs where they stand, write nothing more.
     pub(crate) abandoned: watch::Receiver<bool>,
+    /// Counts the writes of outcomes: a producer whose kind's running limit is used up waits for
+    /// it to change, since a written outcome may have freed room under the limit.
+    pub(crate) outcomes_written: watch::Sender<u64>,
 }
 
 /// Builds a [`Worker`]: state values, settings, queues and, optionally, which kinds to run.
@@ -720,6 +723,7 @@ impl Worker {
             interrupt: watch::Sender::new(false),
             stopped: watch::Sender::new(false),
             abandoned,
+            outcomes_written: watch::Sender::new(0),
         });
         (shared, self.queues, self.schedules, self.relays)
     }

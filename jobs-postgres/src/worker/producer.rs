@@ -72,6 +72,7 @@ impl Claim {
             } => Ok(LimitedClaim {
                 jobs: store::claim(&shared.pool, queue, kinds, leases, wanted, from).await?,
                 rate_room_in: None,
+                held_back: false,
             }),
             Claim::Limited {
                 kind,
@@ -165,6 +166,7 @@ pub async fn produce(
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
+    let mut outcomes_written = shared.outcomes_written.subscribe();
     loop {
         let first = tokio::select! {
             permit = Arc::clone(&slots).acquire_owned() => match permit {
@@ -200,6 +202,9 @@ pub async fn produce(
         let mut claimed = 0;
         let mut failure = None;
         let mut rate_room_in = None;
+        let mut held_back = false;
+        // Outcomes written from here on may free room under a running limit.
+        outcomes_written.borrow_and_update();
         // From where the last claim ended, when that is known and the front was looked at
         // recently; then from the front for whatever is still wanted.
         let mut from = position.resume_point();
@@ -208,8 +213,10 @@ pub async fn produce(
                 Ok(LimitedClaim {
                     jobs,
                     rate_room_in: room_in,
+                    held_back: jobs_held_back,
                 }) => {
                     rate_room_in = room_in;
+                    held_back = jobs_held_back;
                     claimed += jobs.len();
                     position.claimed(&jobs, from.is_none());
                     for job in jobs {
@@ -248,6 +255,17 @@ pub async fn produce(
             // The kind's rate limit lets nothing more start before then, whatever arrives.
             tokio::select! {
                 () = tokio::time::sleep(room_in) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+            }
+        } else if held_back {
+            // A limit held due jobs back. Room comes back when a running job of the kind ends:
+            // one of this worker's when its outcome is written (its slot is free before that,
+            // while the outcome waits for the completer), or another worker's (found at the
+            // next poll). Outcomes written since this round's claim began wake it at once.
+            tokio::select! {
+                _ = outcomes_written.changed() => {}
+                () = wake.notified() => {}
+                () = tokio::time::sleep(shared.config.poll_interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
         } else if drained {

@@ -1,0 +1,152 @@
+//! What limits cost, and whether a rate limit delivers its rate: a drain of a kind whose running
+//! limit and rate limit are never reached, each against the same drain without them, in the same
+//! run; and a backlog of a kind held by a rate limit, whose starts per second (from the rows'
+//! start times) are compared with the limit.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use jobs::{RateLimit, Worker, WorkerBuilder};
+
+use crate::kinds::NOOP_RUNS;
+use crate::measure::{insert_ready_noops, wait_until_drained, Fresh};
+use crate::options::Options;
+use crate::report::Report;
+
+/// The rate the held kind is limited to, in jobs per second: well below what the machine
+/// drains, so that the limit is what holds it.
+const HELD_RATE: u32 = 2_000;
+/// Seconds of backlog the held kind starts with.
+const HELD_SECONDS: u32 = 5;
+
+/// A drain's limits.
+#[derive(Clone, Copy)]
+enum Limits {
+    /// None.
+    Unlimited,
+    /// A running limit equal to the worker's slots: counted at every claim, never reached.
+    RunningNeverReached,
+    /// A rate limit far above what the machine drains: recorded at every claim, never reached.
+    RateNeverReached,
+    /// A rate limit of [`HELD_RATE`] jobs a second.
+    Held,
+}
+
+impl Limits {
+    /// How the progress lines name it.
+    fn name(self) -> &'static str {
+        match self {
+            Limits::Unlimited => "no limit",
+            Limits::RunningNeverReached => "running limit never reached",
+            Limits::RateNeverReached => "rate limit never reached",
+            Limits::Held => "held by a rate limit",
+        }
+    }
+}
+
+pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
+    let concurrency = 16;
+    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+    let mut held = Vec::new();
+    for run in 0..options.runs {
+        let fresh = Fresh::new(concurrency as u32 + 9).await?;
+        let mut sides = [
+            (0, Limits::Unlimited),
+            (1, Limits::RunningNeverReached),
+            (2, Limits::RateNeverReached),
+        ];
+        sides.rotate_left(run % 3);
+        for (slot, limits) in sides {
+            let rate = drain_rate(&fresh, options.drain_jobs, concurrency, limits).await?;
+            eprintln!("  {}: {rate:.0} jobs/s", limits.name());
+            rates[slot].push(rate);
+        }
+        held.push(held_rate(&fresh, concurrency).await?);
+    }
+    let [unlimited, running, rate] = &rates;
+    report.ratio(
+        &format!("drain C={concurrency}, running limit never reached / none"),
+        running,
+        unlimited,
+        "jobs/s",
+        ">= 0.8 (#17)",
+    );
+    report.ratio(
+        &format!("drain C={concurrency}, rate limit never reached / none"),
+        rate,
+        unlimited,
+        "jobs/s",
+        ">= 0.8 (#17)",
+    );
+    let limit = vec![f64::from(HELD_RATE); held.len()];
+    report.ratio(
+        &format!("kind held by a rate limit of {HELD_RATE}/1s: started / limit"),
+        &held,
+        &limit,
+        "jobs/s",
+        "0.95 to 1.0 (#17)",
+    );
+    Ok(())
+}
+
+/// A worker of `noop` at `concurrency` with `limits`.
+fn worker(fresh: &Fresh, concurrency: usize, limits: Limits) -> WorkerBuilder {
+    let builder = Worker::builder(fresh.pool.clone())
+        .kinds(["noop"])
+        .queue("default", concurrency);
+    match limits {
+        Limits::Unlimited => builder,
+        Limits::RunningNeverReached => builder.max_running("noop", concurrency as u32),
+        Limits::RateNeverReached => builder.rate_limit(
+            "noop",
+            RateLimit::new(100_000_000, Duration::from_secs(1)).expect("a valid limit"),
+        ),
+        Limits::Held => builder.rate_limit(
+            "noop",
+            RateLimit::new(HELD_RATE, Duration::from_secs(1)).expect("a valid limit"),
+        ),
+    }
+}
+
+/// Fills the table with `jobs` ready no-ops, vacuums, and measures how fast a worker with
+/// `limits` empties it.
+async fn drain_rate(
+    fresh: &Fresh,
+    jobs: usize,
+    concurrency: usize,
+    limits: Limits,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    sqlx::query("TRUNCATE jobs_queue, jobs_rate_limits")
+        .execute(&fresh.pool)
+        .await?;
+    insert_ready_noops(&fresh.pool, jobs).await?;
+    fresh.vacuum().await?;
+    let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
+    let started = Instant::now();
+    let worker = worker(fresh, concurrency, limits).build()?.start();
+    let drained = wait_until_drained(&fresh.pool, runs, Duration::from_secs(600)).await?;
+    worker.shutdown().await?;
+    Ok(jobs as f64 / (drained - started).as_secs_f64())
+}
+
+/// Fills the table with [`HELD_SECONDS`] of the held kind's rate, lets a worker held by the rate
+/// limit drain it, and returns the jobs started per second after the first window, from the
+/// rows' start times.
+async fn held_rate(fresh: &Fresh, concurrency: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    sqlx::query("TRUNCATE jobs_queue, jobs_rate_limits")
+        .execute(&fresh.pool)
+        .await?;
+    let jobs = (HELD_RATE * HELD_SECONDS) as usize;
+    insert_ready_noops(&fresh.pool, jobs).await?;
+    fresh.vacuum().await?;
+    let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
+    let worker = worker(fresh, concurrency, Limits::Held).build()?.start();
+    wait_until_drained(&fresh.pool, runs, Duration::from_secs(600)).await?;
+    worker.shutdown().await?;
+    let span: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM max(attempted_at) - min(attempted_at))::float8 FROM jobs_queue",
+    )
+    .fetch_one(&fresh.pool)
+    .await?;
+    Ok(f64::from(HELD_RATE * (HELD_SECONDS - 1)) / span)
+}
