@@ -120,10 +120,12 @@ pub const QUEUE_PAUSED_SECONDS: &str = "jobs_queue_paused_seconds";
 /// Alert on 0 while `jobs_ready` is above 0, as `jobs check` does on `queue_unserved`.
 pub const LIVE_WORKERS: &str = "jobs_live_workers";
 
-/// Gauge: due ready jobs of a limited kind that its limit holds back (all its due jobs while its
-/// running limit or its rate limit is used up, else 0), labelled `kind`; published for every
-/// kind a live worker limits (see [`LimitStats`](crate::admin::LimitStats)). Alert when it stays
-/// above 0 for long: the limit is too low for the work.
+/// Gauge: due ready jobs of a limited kind that its limit holds back (all its due jobs in
+/// queues that are not paused while its running limit or its rate limit is used up, else 0),
+/// labelled `kind`; published for every kind a live worker limits (see
+/// [`LimitStats`](crate::admin::LimitStats)). The counts of running and due jobs are the shared
+/// figures (up to one gauges interval old), the starts in the rate window are read at
+/// publication. Alert when it stays above 0 for long: the limit is too low for the work.
 pub const LIMIT_HELD_BACK: &str = "jobs_limit_held_back";
 
 /// Every metric name, in the order of the table above.

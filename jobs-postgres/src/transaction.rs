@@ -227,7 +227,8 @@ impl JobTransaction {
         let mut transaction = self.take();
         let running = self.run.running()?;
         // From here a heartbeat that misses the job most likely raced this completion.
-        running.outcome_pending(self.run.id, self.run.token);
+        // Completed in its own transaction: no outcome for the completer to write.
+        running.outcome_pending(self.run.id, self.run.token, false);
         let completed = outcomes::complete_in_transaction(
             &mut transaction,
             self.run.id,

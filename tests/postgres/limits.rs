@@ -374,11 +374,39 @@ async fn stats_show_each_limit_with_what_is_in_use_and_what_it_holds_back() {
     assert!(limit.rate_limit_reached() && !limit.running_limit_reached());
     assert!(!limit.workers_disagree);
 
+    // Due jobs in a paused queue are held back by the pause, not by the limit.
+    jobs::admin::pause_queue(&db.pool, "default", "ops", None)
+        .await
+        .unwrap();
+    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    assert_eq!((stats.limits[0].due, stats.limits[0].held_back), (0, 0));
+    jobs::admin::resume_queue(&db.pool, "default")
+        .await
+        .unwrap();
+
     let second = limited(db.other_pool(6).await, "4/1h");
     let stats = admin_stats_with_live_workers(&db, 2).await;
     assert!(stats.limits[0].workers_disagree, "{:?}", stats.limits);
-    first.shutdown().await.unwrap();
     second.shutdown().await.unwrap();
+
+    // A worker that runs the kind with no limit ignores the others' limits: they disagree too.
+    let pool = db.other_pool(6).await;
+    let unlimited = Worker::builder(pool.clone())
+        .kinds(["record_run"])
+        .state(pool)
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    wait_until("the unlimited worker to replace the second", || async {
+        let workers = jobs::admin::live_workers(&db.pool).await.unwrap();
+        workers.len() == 2 && workers.iter().any(|worker| worker.limits.is_empty())
+    })
+    .await;
+    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    assert!(stats.limits[0].workers_disagree, "{:?}", stats.limits);
+    unlimited.shutdown().await.unwrap();
+    first.shutdown().await.unwrap();
 }
 
 /// The stats, once `workers` live workers have recorded themselves.

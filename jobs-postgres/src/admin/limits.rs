@@ -51,14 +51,17 @@ impl KindLimits {
 pub struct LimitStats {
     /// The limits, as the first live worker running the kind declared them.
     pub limits: KindLimits,
-    /// Whether live workers running the kind declare different limits: each enforces its own
-    /// (a deploy under way, or configuration that differs).
+    /// Whether live workers running the kind declare different limits, or one runs it with no
+    /// limit: each enforces its own, and one without a limit ignores the others' (a deploy under
+    /// way, or configuration that differs).
     pub workers_disagree: bool,
     /// Jobs of the kind running now, in every queue.
     pub running: u64,
-    /// Jobs of the kind started in the rate limit's current window (0 without a rate limit).
+    /// Jobs of the kind started in the rate limit's current window, as the limit counts them
+    /// (starts recorded per 1/64 of the window count from the slice's last one, so a few may
+    /// be up to 1/64 of the window older); 0 without a rate limit.
     pub started_in_window: u64,
-    /// Due ready jobs of the kind, in every queue.
+    /// Due ready jobs of the kind, in every queue that is not paused.
     pub due: u64,
     /// Due ready jobs that a limit holds back: all of [`due`](Self::due) while a limit is used
     /// up, else none.
@@ -107,7 +110,10 @@ pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<
             let (mut running, mut due) = (0, 0);
             for counts in stats.kinds.iter().filter(|kind| kind.kind == limits.kind) {
                 running += counts.counts.running;
-                due += counts.counts.ready;
+                let paused = stats.paused.iter().any(|pause| pause.queue == counts.queue);
+                if !paused {
+                    due += counts.counts.ready;
+                }
             }
             let started_in_window = started
                 .get(&limits.kind)
@@ -130,7 +136,8 @@ pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<
 }
 
 /// The limits `workers` declare, by kind: the first worker's, and whether another declares
-/// different ones.
+/// different ones or runs the kind with no limit at all (it claims the kind with its other kinds,
+/// ignoring the limit: a deploy that adds a limit, half done).
 fn declared_limits(workers: &[LiveWorker]) -> BTreeMap<String, (KindLimits, bool)> {
     let mut declared: BTreeMap<String, (KindLimits, bool)> = BTreeMap::new();
     for worker in workers {
@@ -144,6 +151,14 @@ fn declared_limits(workers: &[LiveWorker]) -> BTreeMap<String, (KindLimits, bool
                 None => {
                     declared.insert(limits.kind.clone(), (limits.clone(), false));
                 }
+            }
+        }
+    }
+    for worker in workers {
+        for kind in &worker.kinds {
+            let unlimited_here = !worker.limits.iter().any(|limits| &limits.kind == kind);
+            if let (Some((_, disagree)), true) = (declared.get_mut(kind), unlimited_here) {
+                *disagree = true;
             }
         }
     }

@@ -94,10 +94,12 @@ pub async fn live_workers(pool: &PgPool) -> Result<Vec<LiveWorker>, AdminError> 
                 started_at: row.started_at,
                 last_seen_at: row.last_seen_at,
                 last_seen_ago: seconds(row.seen_secs_ago).unwrap_or_default(),
+                // An entry this version cannot read (another version's) is left out.
                 limits: row
                     .limits
                     .0
                     .into_iter()
+                    .filter_map(|entry| serde_json::from_value(entry).ok())
                     .map(KindLimits::from_declared)
                     .collect(),
             }

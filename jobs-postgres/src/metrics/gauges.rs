@@ -17,10 +17,10 @@ use crate::store::stats as store;
 ///
 /// Every worker runs one every [`WorkerConfig::gauges_interval`], with
 /// [`refresh_shared`](Self::refresh_shared): one process per interval counts, the others publish
-/// what it counted. Use one yourself in a process that runs no worker. It remembers what it published: a queue and kind that no longer has live
-/// jobs is set to 0 rather than left at its last value. Keep to one publisher per process (the
-/// gauges are the process's): another one does not know what this one published, and would
-/// leave those series at their last values.
+/// what it counted. Use one yourself in a process that runs no worker. It remembers what it
+/// published: a queue and kind that no longer has live jobs is set to 0 rather than left at its
+/// last value. Keep to one publisher per process (the gauges are the process's): another one
+/// does not know what this one published, and would leave those series at their last values.
 ///
 /// [`WorkerConfig::gauges_interval`]: crate::WorkerConfig::gauges_interval
 #[derive(Debug, Default)]
@@ -47,12 +47,14 @@ impl Gauges {
     }
 
     /// Publishes the health numbers, counting them only when no process has in the last
-    /// `interval`: one statement (and reads of the few paused queues and live workers), which either counts (as [`refresh`](Self::refresh) does) and
-    /// stores the figures for the other processes, or reads the figures the last count stored,
-    /// without waiting for a count under way. Every process sharing the database thus publishes
-    /// the same figures, taken at most about one `interval` before (two, counting its own
-    /// period), while the backlog is counted once per `interval` instead of once per process.
-    /// Before the first count has been stored, nothing is published.
+    /// `interval`: one statement (and reads of the few paused queues, the live workers and, for
+    /// the kinds they limit, the starts in their rate windows), which either counts (as
+    /// [`refresh`](Self::refresh) does) and stores the figures for the other processes, or reads
+    /// the figures the last count stored, without waiting for a count under way. Every process
+    /// sharing the database thus publishes the same figures, taken at most about one `interval`
+    /// before (two, counting its own period), while the backlog is counted once per `interval`
+    /// instead of once per process. Before the first count has been stored, nothing is
+    /// published.
     pub async fn refresh_shared(
         &mut self,
         pool: &PgPool,

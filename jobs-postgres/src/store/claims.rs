@@ -320,15 +320,21 @@ WHERE total >= $2 AND total - gone < $2
 ORDER BY at
 LIMIT 1";
 
-/// Whether a due job of kind `$1` is ready in one of queues `$2`: after a claim of the kind that
-/// took fewer jobs than it asked for, whether its limits (or other claims' locks) held some
-/// back, rather than the kind running out of work. One probe of the ready index per queue.
-pub const DUE_JOBS_REMAIN: &str = "
+/// Whether a due job of kind `$1` is ready in one of queues `$2` that is not paused: after a
+/// claim of the kind that took fewer jobs than it asked for, whether its limits (or other
+/// claims' locks) held some back, rather than the kind running out of work it may claim. One
+/// probe of the ready index per queue.
+pub const DUE_JOBS_REMAIN: &str = concat!(
+    "
 SELECT EXISTS (
     SELECT FROM unnest((SELECT $2::text[])) AS limited(queue)
-    WHERE EXISTS (SELECT FROM jobs_queue
+    WHERE ",
+    queue_not_paused!("limited.queue"),
+    "
+      AND EXISTS (SELECT FROM jobs_queue
                   WHERE state = 'ready' AND queue = limited.queue AND kind = $1
-                    AND run_at <= now()))";
+                    AND run_at <= statement_timestamp()))"
+);
 
 /// A job taken by a worker, with the lease token that fences its outcome.
 #[derive(Debug, Clone, FromRow)]
@@ -442,9 +448,10 @@ pub struct LimitedClaim {
     /// How long until the kind's rate limit lets a job start again, when it lets none start
     /// now; `None` when it does (or the kind has no rate limit).
     pub rate_room_in: Option<Duration>,
-    /// Whether the claim took fewer jobs than asked while due jobs of the kind remained ready:
-    /// a limit held them back (or other claims had them locked). Jobs that ended but whose
-    /// outcomes are not yet written count against a running limit until they are.
+    /// Whether the claim took fewer jobs than asked while due jobs of the kind remained ready in
+    /// queues that are not paused: a limit held them back (or other claims had them locked).
+    /// Jobs that ended but whose outcomes are not yet written count against a running limit
+    /// until they are.
     pub held_back: bool,
 }
 

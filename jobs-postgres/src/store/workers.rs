@@ -79,7 +79,8 @@ pub(crate) struct WorkerRow {
     pub(crate) kinds: Vec<String>,
     pub(crate) started_at: DateTime<Utc>,
     pub(crate) last_seen_at: DateTime<Utc>,
-    pub(crate) limits: Json<Vec<DeclaredLimits>>,
+    /// Each entry a [`DeclaredLimits`], unless written by a version that declares them otherwise.
+    pub(crate) limits: Json<Vec<serde_json::Value>>,
     pub(crate) seen_secs_ago: f64,
 }
 

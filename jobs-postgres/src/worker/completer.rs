@@ -73,6 +73,11 @@ pub async fn complete(
 /// refused on its own is dropped with an error logged, and its job comes back when its lease
 /// expires (the heartbeat stops renewing it).
 pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
+    let frees_running_limit = batch.iter().any(|outcome| {
+        shared
+            .running
+            .frees_running_limit(outcome.id, outcome.lease_token)
+    });
     let done = refusal::batch_then_one_by_one(batch, "outcomes", |batch| async move {
         write_batch(shared, batch).await.map(|()| Vec::<()>::new())
     })
@@ -87,7 +92,9 @@ pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
         metrics::outcome_dropped(DropReason::Refused);
         shared.running.remove(outcome.id, outcome.lease_token);
     }
-    shared.outcomes_written.send_modify(|writes| *writes += 1);
+    if frees_running_limit {
+        shared.outcomes_written.send_modify(|writes| *writes += 1);
+    }
 }
 
 /// Writes `batch` as [`write`] does; returns it, with the error, if the database refused it.

@@ -35,7 +35,8 @@ enum RunEnd {
 /// `permit` (a slot of the queue) until the run is over.
 ///
 /// Returns what follows the run: the decision handed over or written, [`Decision::Complete`]
-/// (with the output the transaction stored) when the job's own transaction completed it, `None` when a stop at once abandoned it.
+/// (with the output the transaction stored) when the job's own transaction completed it, `None`
+/// when a stop at once abandoned it.
 pub async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
@@ -69,7 +70,13 @@ pub async fn execute(
             return None;
         }
     };
-    shared.running.outcome_pending(job.id, job.lease_token);
+    let frees_running_limit = shared
+        .registry
+        .get(&job.kind)
+        .is_some_and(|registration| registration.options.max_running.is_some());
+    shared
+        .running
+        .outcome_pending(job.id, job.lease_token, frees_running_limit);
     let outcome = Outcome {
         id: job.id,
         lease_token: job.lease_token,

@@ -231,8 +231,9 @@ pub(crate) struct Shared {
     pub(crate) stopped: watch::Sender<bool>,
     /// Turns `true` on a stop at once: drop running jobs where they stand, write nothing more.
     pub(crate) abandoned: watch::Receiver<bool>,
-    /// Counts the writes of outcomes: a producer whose kind's running limit is used up waits for
-    /// it to change, since a written outcome may have freed room under the limit.
+    /// Counts the writes of outcomes of kinds with a running limit: a producer whose claim met
+    /// its kind's limit waits for it to change, since such a written outcome may have freed
+    /// room under the limit.
     pub(crate) outcomes_written: watch::Sender<u64>,
 }
 

@@ -32,6 +32,8 @@ struct Lease {
     /// The run is over and its outcome handed to be written. A heartbeat that misses the job
     /// then most likely raced the outcome's write (which clears the token): not worth a warning.
     outcome_pending: bool,
+    /// The job's kind has a running limit: writing its outcome frees room under the limit.
+    frees_running_limit: bool,
 }
 
 impl Lease {
@@ -84,6 +86,7 @@ impl RunningJobs {
                     lost,
                     cancel: watch::Sender::new(false),
                     outcome_pending: false,
+                    frees_running_limit: false,
                 },
             )
         });
@@ -92,12 +95,15 @@ impl RunningJobs {
 
     /// Notes that run `(id, token)` is over and its outcome about to be written: its lease is
     /// still renewed until then, but a renewal that misses it is no news (see [`renewed`]).
+    /// `frees_running_limit` says whether its kind has a running limit, under which writing the
+    /// outcome frees room (see [`frees_running_limit`](Self::frees_running_limit)).
     ///
     /// [`renewed`]: Self::renewed
-    pub fn outcome_pending(&self, id: JobId, token: Uuid) {
+    pub fn outcome_pending(&self, id: JobId, token: Uuid, frees_running_limit: bool) {
         self.with_leases(|leases| {
             if let Some(lease) = leases.get_mut(&(id, token)) {
                 lease.outcome_pending = true;
+                lease.frees_running_limit = frees_running_limit;
             }
         });
     }
@@ -133,6 +139,16 @@ impl RunningJobs {
                     (!lease.cancel.send_replace(true)).then_some(run.id)
                 })
                 .collect()
+        })
+    }
+
+    /// Whether writing the outcome of run `(id, token)` frees room under its kind's running
+    /// limit (as [`outcome_pending`](Self::outcome_pending) noted).
+    pub fn frees_running_limit(&self, id: JobId, token: Uuid) -> bool {
+        self.with_leases(|leases| {
+            leases
+                .get(&(id, token))
+                .is_some_and(|lease| lease.frees_running_limit)
         })
     }
 
@@ -279,7 +295,7 @@ mod tests {
         let now = Instant::now();
         let lease = Duration::from_secs(30);
         let _lost = running.insert(7, token, lease, now);
-        running.outcome_pending(7, token);
+        running.outcome_pending(7, token, false);
         assert_eq!(
             running.renewed(&[(7, token, lease)], &[], now),
             Vec::<JobId>::new()
@@ -321,7 +337,7 @@ mod tests {
     #[test]
     fn the_stale_runs_end_leaves_the_live_run_alone() {
         let (running, stale, live, live_lost) = two_runs();
-        running.outcome_pending(7, stale);
+        running.outcome_pending(7, stale, false);
         running.mark_lost(7, stale);
         running.remove(7, stale);
         assert_eq!(running.state_of(7, stale), Renewal::Unknown);
@@ -351,7 +367,7 @@ mod tests {
     #[test]
     fn the_live_runs_pending_outcome_is_its_own() {
         let (running, stale, live, _) = two_runs();
-        running.outcome_pending(7, live);
+        running.outcome_pending(7, live, false);
         let now = Instant::now();
         let asked = running.held();
         assert_eq!(
