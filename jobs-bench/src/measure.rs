@@ -71,6 +71,28 @@ pub async fn insert_done_noops(pool: &PgPool, count: usize) -> Result<(), sqlx::
     Ok(())
 }
 
+/// Empties `tables` (the job table among them), fills the job table with `jobs` ready no-ops,
+/// vacuums, then times how long the worker `start` starts takes to drain them (it is shut down
+/// after); returns the jobs drained per second.
+pub async fn timed_noop_drain(
+    fresh: &Fresh,
+    tables: &str,
+    jobs: usize,
+    start: impl FnOnce() -> Result<jobs::WorkerHandle, jobs::WorkerError>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    sqlx::query(&format!("TRUNCATE {tables}"))
+        .execute(&fresh.pool)
+        .await?;
+    insert_ready_noops(&fresh.pool, jobs).await?;
+    fresh.vacuum().await?;
+    let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
+    let started = Instant::now();
+    let worker = start()?;
+    let drained = wait_until_drained(&fresh.pool, runs, Duration::from_secs(600)).await?;
+    worker.shutdown().await?;
+    Ok(jobs as f64 / (drained - started).as_secs_f64())
+}
+
 /// Waits until `noop` has run `runs` times in this process (watching a counter, so the
 /// database being measured does no extra work), then until no job is ready or running (the
 /// last outcomes written); returns when it saw that.

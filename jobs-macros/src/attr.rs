@@ -199,20 +199,29 @@ fn edit_distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
-fn string_literal(key: &str, value: &Expr, errors: &mut Errors) -> Option<LitStr> {
+/// The string literal `value` is, or `None` with the error `expected` says recorded.
+fn string_or<'a>(
+    value: &'a Expr,
+    errors: &mut Errors,
+    expected: impl FnOnce() -> String,
+) -> Option<&'a LitStr> {
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
-        }) => Some(text.clone()),
+        }) => Some(text),
         other => {
-            errors.error(
-                other,
-                format!("expected a string for `{key}`, like `{key} = \"...\"`"),
-            );
+            errors.error(other, expected());
             None
         }
     }
+}
+
+fn string_literal(key: &str, value: &Expr, errors: &mut Errors) -> Option<LitStr> {
+    string_or(value, errors, || {
+        format!("expected a string for `{key}`, like `{key} = \"...\"`")
+    })
+    .cloned()
 }
 
 fn non_empty_string(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<String>> {
@@ -358,17 +367,9 @@ fn interval(value: &Expr, errors: &mut Errors) -> Option<Setting<Duration>> {
 
 /// A duration string, zero included.
 fn any_duration(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<Duration>> {
-    let Expr::Lit(ExprLit {
-        lit: Lit::Str(literal),
-        ..
-    }) = value
-    else {
-        errors.error(
-            value,
-            format!("expected a duration string for `{key}`, like `{key} = \"5m\"`"),
-        );
-        return None;
-    };
+    let literal = string_or(value, errors, || {
+        format!("expected a duration string for `{key}`, like `{key} = \"5m\"`")
+    })?;
     match parse_duration(&literal.value()) {
         Ok(duration) => Some(Setting {
             value: duration,
@@ -532,17 +533,9 @@ fn missed(value: &Expr, errors: &mut Errors) -> Option<Setting<MissedTicks>> {
 
 /// A rate limit, `"<jobs>/<window>"`.
 fn rate_limit(value: &Expr, errors: &mut Errors) -> Option<Setting<RateLimit>> {
-    let Expr::Lit(ExprLit {
-        lit: Lit::Str(literal),
-        ..
-    }) = value
-    else {
-        errors.error(
-            value,
-            "expected a string for `rate_limit`, like `rate_limit = \"100/1s\"` (at most 100 jobs started in any second)",
-        );
-        return None;
-    };
+    let literal = string_or(value, errors, || {
+        "expected a string for `rate_limit`, like `rate_limit = \"100/1s\"` (at most 100 jobs started in any second)".to_owned()
+    })?;
     match RateLimit::parse(&literal.value()) {
         Ok(limit) => Some(Setting {
             value: limit,

@@ -9,8 +9,9 @@
 
 CREATE TABLE jobs_rate_limits (
     kind         text          PRIMARY KEY,
-    -- The limit the last claim enforced: at most `jobs` starts in any window of `window_secs`.
-    jobs         integer       NOT NULL CHECK (jobs > 0),
+    -- The window of the limit the last claim enforced: a claim keeps the starts inside the longer
+    -- of its own window and this one, so that workers whose limits differ (a change under way)
+    -- do not drop starts the other still counts.
     window_secs  float8        NOT NULL CHECK (window_secs > 0),
     -- When each claim still inside the window started its jobs, oldest first, and how many
     -- (`started` pairs with `started_at`).

@@ -166,8 +166,8 @@ fn literal<T: ToString>(value: Option<T>, type_name: &str) -> String {
 /// of `record_run` would have.
 async fn with_starts_in_the_window(db: &Db) {
     db.execute(
-        "INSERT INTO jobs_rate_limits (kind, jobs, window_secs, started_at, started)
-         SELECT 'record_run', 1000000, 3600,
+        "INSERT INTO jobs_rate_limits (kind, window_secs, started_at, started)
+         SELECT 'record_run', 3600,
                 array_agg(now() - interval '30 minutes' + n * interval '1 second' ORDER BY n),
                 array_agg(100 ORDER BY n)
          FROM generate_series(1, 1000) AS n",

@@ -114,16 +114,12 @@ async fn a_rate_limit_holds_in_every_window_across_three_workers() {
         slices <= 65,
         "{slices} starts recorded: at most one per 1/64 of the window"
     );
-    let (jobs, window_secs): (i32, f64) =
-        sqlx::query_as("SELECT jobs, window_secs FROM jobs_rate_limits WHERE kind = 'record_run'")
+    let window_secs: f64 =
+        sqlx::query_scalar("SELECT window_secs FROM jobs_rate_limits WHERE kind = 'record_run'")
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    assert_eq!(
-        (jobs, window_secs),
-        (10, 0.2),
-        "the limit enforced is recorded"
-    );
+    assert_eq!(window_secs, 0.2, "the window enforced is recorded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,13 +3,11 @@
 //! run; and a backlog of a kind held by a rate limit, whose starts per second (from the rows'
 //! start times) are compared with the limit.
 
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jobs::{RateLimit, Worker, WorkerBuilder};
 
-use crate::kinds::NOOP_RUNS;
-use crate::measure::{insert_ready_noops, wait_until_drained, Fresh};
+use crate::measure::{timed_noop_drain, Fresh};
 use crate::options::Options;
 use crate::report::Report;
 
@@ -108,41 +106,27 @@ fn worker(fresh: &Fresh, concurrency: usize, limits: Limits) -> WorkerBuilder {
     }
 }
 
-/// Fills the table with `jobs` ready no-ops, vacuums, and measures how fast a worker with
-/// `limits` empties it.
+/// How fast a worker with `limits` drains `jobs` ready no-ops.
 async fn drain_rate(
     fresh: &Fresh,
     jobs: usize,
     concurrency: usize,
     limits: Limits,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    sqlx::query("TRUNCATE jobs_queue, jobs_rate_limits")
-        .execute(&fresh.pool)
-        .await?;
-    insert_ready_noops(&fresh.pool, jobs).await?;
-    fresh.vacuum().await?;
-    let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
-    let started = Instant::now();
-    let worker = worker(fresh, concurrency, limits).build()?.start();
-    let drained = wait_until_drained(&fresh.pool, runs, Duration::from_secs(600)).await?;
-    worker.shutdown().await?;
-    Ok(jobs as f64 / (drained - started).as_secs_f64())
+    timed_noop_drain(fresh, "jobs_queue, jobs_rate_limits", jobs, || {
+        Ok(worker(fresh, concurrency, limits).build()?.start())
+    })
+    .await
 }
 
-/// Fills the table with [`HELD_SECONDS`] of the held kind's rate, lets a worker held by the rate
-/// limit drain it, and returns the jobs started per second after the first window, from the
+/// Lets a worker held by the rate limit drain [`HELD_SECONDS`] of its rate, and returns the jobs started per second after the first window, from the
 /// rows' start times.
 async fn held_rate(fresh: &Fresh, concurrency: usize) -> Result<f64, Box<dyn std::error::Error>> {
-    sqlx::query("TRUNCATE jobs_queue, jobs_rate_limits")
-        .execute(&fresh.pool)
-        .await?;
     let jobs = (HELD_RATE * HELD_SECONDS) as usize;
-    insert_ready_noops(&fresh.pool, jobs).await?;
-    fresh.vacuum().await?;
-    let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
-    let worker = worker(fresh, concurrency, Limits::Held).build()?.start();
-    wait_until_drained(&fresh.pool, runs, Duration::from_secs(600)).await?;
-    worker.shutdown().await?;
+    timed_noop_drain(fresh, "jobs_queue, jobs_rate_limits", jobs, || {
+        Ok(worker(fresh, concurrency, Limits::Held).build()?.start())
+    })
+    .await?;
     let span: f64 = sqlx::query_scalar(
         "SELECT extract(epoch FROM max(attempted_at) - min(attempted_at))::float8 FROM jobs_queue",
     )

@@ -3,13 +3,9 @@
 //! counting off, in the same run on the same database. Both record their presence (that costs
 //! one small statement per worker every 5 s, with or without the counting).
 
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
 use jobs::WorkerConfig;
 
-use crate::kinds::NOOP_RUNS;
-use crate::measure::{insert_ready_noops, wait_until_drained, Fresh};
+use crate::measure::{timed_noop_drain, Fresh};
 use crate::options::Options;
 use crate::report::Report;
 use crate::workloads::drain::start_worker_with;
@@ -46,28 +42,22 @@ async fn drain_rate(
     concurrency: usize,
     counted: bool,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    sqlx::query("TRUNCATE jobs_queue, jobs_throughput")
-        .execute(&fresh.pool)
-        .await?;
-    insert_ready_noops(&fresh.pool, jobs).await?;
-    fresh.vacuum().await?;
-    let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
-    let started = Instant::now();
-    let worker = start_worker_with(
-        &fresh.pool,
-        concurrency,
-        WorkerConfig {
-            throughput: counted,
-            ..WorkerConfig::default()
-        },
-    )?;
-    let drained = wait_until_drained(&fresh.pool, runs, Duration::from_secs(600)).await?;
-    worker.shutdown().await?;
+    let rate = timed_noop_drain(fresh, "jobs_queue, jobs_throughput", jobs, || {
+        start_worker_with(
+            &fresh.pool,
+            concurrency,
+            WorkerConfig {
+                throughput: counted,
+                ..WorkerConfig::default()
+            },
+        )
+    })
+    .await?;
     let written: i64 =
         sqlx::query_scalar("SELECT coalesce(sum(done), 0)::int8 FROM jobs_throughput")
             .fetch_one(&fresh.pool)
             .await?;
     let expected = if counted { jobs as i64 } else { 0 };
     assert_eq!(written, expected, "the throughput counts every run, once");
-    Ok(jobs as f64 / (drained - started).as_secs_f64())
+    Ok(rate)
 }

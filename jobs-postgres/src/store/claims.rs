@@ -281,8 +281,8 @@ WITH kept_starts AS (
     claimed_jobs!("$5", "statement_timestamp()"),
     "
 ), starts_recorded AS (
-    INSERT INTO jobs_rate_limits AS rate (kind, jobs, window_secs, started_at, started)
-    SELECT $1, $6, $7,
+    INSERT INTO jobs_rate_limits AS rate (kind, window_secs, started_at, started)
+    SELECT $1, $7,
            ARRAY(SELECT at FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
              || statement_timestamp(),
            ARRAY(SELECT jobs FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
@@ -292,8 +292,8 @@ WITH kept_starts AS (
     WHERE $6::integer IS NOT NULL
     HAVING count(*) > 0
     ON CONFLICT (kind) DO UPDATE
-    SET jobs = excluded.jobs, window_secs = excluded.window_secs,
-        started_at = excluded.started_at, started = excluded.started
+    SET window_secs = excluded.window_secs, started_at = excluded.started_at,
+        started = excluded.started
 )
 SELECT * FROM claimed"
 );
