@@ -167,6 +167,17 @@ pub async fn produce(
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
     let mut outcomes_written = shared.outcomes_written.subscribe();
+    // How long a producer held back with room in its rate window waits before claiming again:
+    // the room came back between its claim and its look at the window, or other claims hold
+    // the jobs locked; one slice of the window (the grain starts are recorded at) at most, the
+    // poll interval when shorter.
+    let held_retry = match &plan.claim {
+        Claim::Limited {
+            rate_limit: Some(limit),
+            ..
+        } => (limit.per() / 64).min(shared.config.poll_interval),
+        _ => shared.config.poll_interval,
+    };
     loop {
         let first = tokio::select! {
             permit = Arc::clone(&slots).acquire_owned() => match permit {
@@ -261,11 +272,12 @@ pub async fn produce(
             // A limit held due jobs back. Room comes back when a running job of the kind ends:
             // one of this worker's when its outcome is written (its slot is free before that,
             // while the outcome waits for the completer), or another worker's (found at the
-            // next poll). Outcomes written since this round's claim began wake it at once.
+            // next poll); or, under a rate limit whose window has room again, at once.
+            // Outcomes written since this round's claim began wake it at once.
             tokio::select! {
                 _ = outcomes_written.changed() => {}
                 () = wake.notified() => {}
-                () = tokio::time::sleep(shared.config.poll_interval) => {}
+                () = tokio::time::sleep(held_retry) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
         } else if drained {
