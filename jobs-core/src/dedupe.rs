@@ -1,4 +1,5 @@
-//! Dedupe key templates such as `"receipt:<order_id>"`.
+//! Key templates such as `"receipt:<order_id>"`: dedupe keys, and the fairness keys of
+//! [`fair_key`](crate::JobOptions::fair_key).
 //!
 //! A template is literal text with `<field>` placeholders naming payload fields. The macro checks
 //! the placeholders against the job's arguments at compile time; at enqueue the key is rendered
@@ -6,7 +7,7 @@
 
 use serde_json::Value;
 
-/// One piece of a parsed dedupe template.
+/// One piece of a parsed key template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplatePart<'a> {
     /// Text copied into the key as it is.
@@ -15,17 +16,17 @@ pub enum TemplatePart<'a> {
     Field(&'a str),
 }
 
-/// Why a dedupe template was refused.
+/// Why a key template was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
     /// A `<` was never closed by `>`.
-    #[error("unclosed `<` in dedupe template: write placeholders as `<field>`")]
+    #[error("unclosed `<`: write placeholders as `<field>`")]
     Unclosed,
     /// A placeholder was empty or not an identifier.
     #[error("`<{0}>` is not a field name: placeholders name one of the job's arguments")]
     BadField(String),
     /// The template is empty.
-    #[error("empty dedupe template")]
+    #[error("the template is empty")]
     Empty,
 }
 
@@ -97,18 +98,18 @@ pub fn parse_template(template: &str) -> Result<Vec<TemplatePart<'_>>, TemplateE
     Ok(parts)
 }
 
-/// Why no dedupe key could be rendered.
+/// Why no key could be rendered from a template.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     /// The template is malformed (the macro rules that out at compile time).
     #[error(transparent)]
     Template(#[from] TemplateError),
     /// The payload has no such field: the arguments skipped it when serializing.
-    #[error("the dedupe key names `{0}`, which the encoded arguments lack")]
+    #[error("the key names `{0}`, which the encoded arguments lack")]
     MissingField(String),
 }
 
-/// Renders a dedupe key from a template and the job's encoded payload.
+/// Renders a key (a dedupe key, a fairness key) from a template and the job's encoded payload.
 ///
 /// Each placeholder is written so that different values always give different keys, whatever
 /// the literal text around them:

@@ -58,6 +58,10 @@ pub struct JobOptions {
     /// Most jobs of this kind started in any window of the limit's length, across all workers;
     /// unlimited when `None`.
     pub rate_limit: Option<RateLimit>,
+    /// The fairness key template, such as `"<tenant_id>"`: ready jobs of this kind are claimed
+    /// round-robin across the keys it renders rather than oldest first, so that a flood under
+    /// one key delays the jobs of the others by about one round; `None` for oldest first.
+    pub fair_key: Option<&'static str>,
 }
 
 impl JobOptions {
@@ -65,7 +69,7 @@ impl JobOptions {
     pub const DEFAULT_QUEUE: &'static str = "default";
 
     /// The defaults: queue `"default"`, priority 0, the default retry policy, no timeout, no
-    /// dedupe, no schedule, no limit on running jobs or on their rate.
+    /// dedupe, no schedule, no limit on running jobs or on their rate, no fairness key.
     pub const DEFAULT: JobOptions = JobOptions {
         queue: Self::DEFAULT_QUEUE,
         priority: 0,
@@ -78,6 +82,7 @@ impl JobOptions {
         schedule: None,
         max_running: None,
         rate_limit: None,
+        fair_key: None,
     };
 }
 

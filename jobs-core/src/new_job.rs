@@ -53,8 +53,8 @@ pub enum EncodeError {
     NulCharacter {
         /// The job kind.
         kind: &'static str,
-        /// Where: `payload.<path>` (with ` (key)` when an object key holds it) or `dedupe_key`
-        /// (from the template's literal text). A queue name holding it is an
+        /// Where: `payload.<path>` (with ` (key)` when an object key holds it), `dedupe_key` or
+        /// `fair_key` (from the template's literal text). A queue name holding it is an
         /// [`EncodeError::QueueName`].
         field: String,
     },
@@ -76,6 +76,39 @@ pub enum EncodeError {
         /// What is wrong with it.
         #[source]
         source: TemplateError,
+    },
+    /// The fairness template names a field the encoded arguments lack (skipped when
+    /// serializing).
+    #[error(
+        "the fairness key of job kind `{kind}` names `{field}`, which the encoded arguments lack"
+    )]
+    FairKeyFieldMissing {
+        /// The job kind.
+        kind: &'static str,
+        /// The missing field.
+        field: String,
+    },
+    /// The kind's fairness template is malformed (the macro rules that out at compile time).
+    #[error("the fair_key template of job kind `{kind}` is malformed: {source}")]
+    FairKeyTemplate {
+        /// The job kind.
+        kind: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: TemplateError,
+    },
+    /// The rendered fairness key is longer than [`MAX_FAIR_KEY_BYTES`]: it would not fit the
+    /// index that claims walk the keys through.
+    #[error(
+        "the fairness key of job kind `{kind}` is {bytes} bytes long; at most {limit} are allowed (template fields such as a tenant's id keep it short)"
+    )]
+    FairKeyTooLong {
+        /// The job kind.
+        kind: &'static str,
+        /// Its length in bytes.
+        bytes: usize,
+        /// The longest allowed ([`MAX_FAIR_KEY_BYTES`]).
+        limit: usize,
     },
     /// The job would become ready before the year 1 or from the year 10000 on (a `delay` such
     /// as `Duration::MAX`, or a far `run_at`).
@@ -118,6 +151,10 @@ impl EncodeError {
     }
 }
 
+/// The longest fairness key, in bytes: keys are entries of a B-tree index, whose entries must
+/// stay well under a third of a page.
+pub const MAX_FAIR_KEY_BYTES: usize = 512;
+
 /// When a job becomes ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunAt {
@@ -149,6 +186,10 @@ pub struct NewJob {
     pub dedupe_key: Option<String>,
     /// How long the dedupe key holds.
     pub dedupe_scope: DedupeScope,
+    /// The rendered fairness key, when the kind declares a
+    /// [`fair_key`](crate::JobOptions::fair_key) template: jobs of the kind are claimed
+    /// round-robin across these keys.
+    pub fair_key: Option<String>,
     /// The jobs it runs after: it waits until every one has ended (see [`Dependency`]).
     pub after: Vec<Dependency>,
 }
@@ -186,6 +227,21 @@ impl NewJob {
                 })?)
             }
         };
+        let fair_key = match options.fair_key {
+            None => None,
+            Some(template) => {
+                Some(render_key(template, &payload).map_err(|error| match error {
+                    KeyError::MissingField(field) => EncodeError::FairKeyFieldMissing {
+                        kind: K::NAME,
+                        field,
+                    },
+                    KeyError::Template(source) => EncodeError::FairKeyTemplate {
+                        kind: K::NAME,
+                        source,
+                    },
+                })?)
+            }
+        };
         Ok(Self {
             kind: K::NAME,
             queue: options.queue.to_string(),
@@ -195,13 +251,14 @@ impl NewJob {
             run_at: RunAt::Now,
             dedupe_key,
             dedupe_scope: options.dedupe_scope,
+            fair_key,
             after: Vec::new(),
         })
     }
 
     /// Checks everything PostgreSQL would refuse, or a worker could never decode, before the job
     /// reaches a connection: the payload's depth and U+0000 anywhere in it (object keys too), in
-    /// the dedupe key; a queue name that breaks the [name rules](crate::name); a `max_attempts`
+    /// the dedupe key and the fairness key; a fairness key too long to index; a queue name that breaks the [name rules](crate::name); a `max_attempts`
     /// the database cannot store; a ready time outside the years 1 to 9999. Every enqueue path
     /// calls it first, so a refused job leaves the caller's transaction as it was.
     pub fn check(&self) -> Result<(), EncodeError> {
@@ -217,6 +274,21 @@ impl NewJob {
                 kind,
                 field: "dedupe_key".into(),
             });
+        }
+        if let Some(key) = &self.fair_key {
+            if key.contains('\0') {
+                return Err(EncodeError::NulCharacter {
+                    kind,
+                    field: "fair_key".into(),
+                });
+            }
+            if key.len() > MAX_FAIR_KEY_BYTES {
+                return Err(EncodeError::FairKeyTooLong {
+                    kind,
+                    bytes: key.len(),
+                    limit: MAX_FAIR_KEY_BYTES,
+                });
+            }
         }
         check_queue_name(&self.queue).map_err(|source| EncodeError::QueueName { kind, source })?;
         RetryPolicy::check_max_attempts(self.max_attempts)
@@ -314,6 +386,7 @@ mod tests {
             run_at: RunAt::Now,
             dedupe_key: None,
             dedupe_scope: DedupeScope::default(),
+            fair_key: None,
             after: Vec::new(),
         }
     }

@@ -48,6 +48,14 @@ pub enum RegistryError {
         #[source]
         error: MaxAttemptsError,
     },
+    /// A kind has a fairness key and a limit on its running jobs or their rate (set in
+    /// `#[job]`, which refuses the pair at compile time, or on the worker's builder): a kind is
+    /// claimed either round-robin by its fairness key or under its limit.
+    #[error("job kind `{kind}` has a fairness key (`fair_key`) and a limit (`max_running` or `rate_limit`): a kind is claimed either round-robin by its fairness key or under its limit; put the limited work in a kind of its own")]
+    FairKeyWithLimit {
+        /// The job kind.
+        kind: &'static str,
+    },
     /// A kind that was asked for is not registered.
     #[error("no job kind named `{0}` is registered")]
     UnknownKind(String),
@@ -139,8 +147,16 @@ impl Registry {
     }
 }
 
-/// Checks what a registration would store in every job row: its names and `max_attempts`.
+/// Checks what a registration would store in every job row (its names and `max_attempts`), and
+/// that a fairness key comes without a limit.
 fn check_registration(registration: &JobRegistration) -> Result<(), RegistryError> {
+    let options = &registration.options;
+    if options.fair_key.is_some() && (options.max_running.is_some() || options.rate_limit.is_some())
+    {
+        return Err(RegistryError::FairKeyWithLimit {
+            kind: registration.name,
+        });
+    }
     let invalid_name = |error| RegistryError::InvalidName {
         function: registration.function,
         error,

@@ -37,6 +37,7 @@ pub const KEYS: &[&str] = &[
     "max_missed",
     "max_running",
     "rate_limit",
+    "fair_key",
     "crate",
 ];
 
@@ -72,6 +73,8 @@ pub struct JobAttr {
     pub max_missed: Option<Setting<u32>>,
     pub max_running: Option<Setting<u32>>,
     pub rate_limit: Option<Setting<RateLimit>>,
+    /// The fairness key template, checked against the arguments in `valid`.
+    pub fair_key: Option<LitStr>,
     pub krate: Option<Setting<syn::Path>>,
     /// The keys as written, in order, for errors about a key rather than its value.
     pub keys: Vec<Ident>,
@@ -151,6 +154,7 @@ impl JobAttr {
             "max_missed" => self.max_missed = at_least_one(key, value, errors),
             "max_running" => self.max_running = at_least_one(key, value, errors),
             "rate_limit" => self.rate_limit = rate_limit(value, errors),
+            "fair_key" => self.fair_key = string_literal(key, value, errors),
             "crate" => self.krate = crate_path(value, errors),
             _ => unreachable!("keys are checked against KEYS"),
         }

@@ -292,6 +292,10 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         Some(template) => quote!(::core::option::Option::Some(#template)),
         None => quote!(::core::option::Option::None),
     };
+    let fair_key = match &attr.fair_key {
+        Some(template) => quote!(::core::option::Option::Some(#template)),
+        None => quote!(::core::option::Option::None),
+    };
     let schedule = schedule_tokens(attr, krate);
     let max_running = match &attr.max_running {
         Some(max) => {
@@ -330,6 +334,7 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
             schedule: #schedule,
             max_running: #max_running,
             rate_limit: #rate_limit,
+            fair_key: #fair_key,
         }
     }
 }

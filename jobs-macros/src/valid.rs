@@ -1,5 +1,5 @@
 //! Rules that involve more than one key, or the attribute and the function: a kind named after
-//! its function follows the naming rules, dedupe placeholders
+//! its function follows the naming rules, dedupe and fairness placeholders
 //! must name data arguments, the backoff cap must not be below its base, the heartbeat must be
 //! shorter than the lease, and a schedule is one cadence, with settings that need it, on a
 //! function without data arguments.
@@ -15,7 +15,13 @@ use crate::errors::Errors;
 /// Checks every rule that involves more than one key, or a key and the function.
 pub fn check(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
     check_default_name(attr, job, errors);
-    check_dedupe(attr, job, errors);
+    if let Some(template) = &attr.dedupe {
+        check_template("dedupe", template, job, errors);
+    }
+    if let Some(template) = &attr.fair_key {
+        check_template("fair_key", template, job, errors);
+    }
+    check_fair_key_alone(attr, errors);
     check_backoff(attr, errors);
     check_heartbeat(attr, errors);
     check_schedule_keys(attr, errors);
@@ -36,14 +42,13 @@ fn check_default_name(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
     }
 }
 
-/// Checks the dedupe template against the function's data arguments.
-fn check_dedupe(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
-    let Some(template) = &attr.dedupe else { return };
+/// Checks a key template (`dedupe`, `fair_key`) against the function's data arguments.
+fn check_template(key: &str, template: &syn::LitStr, job: &JobFn, errors: &mut Errors) {
     let text = template.value();
     let parts = match parse_template(&text) {
         Ok(parts) => parts,
         Err(error) => {
-            errors.error(template, format!("invalid dedupe template: {error}"));
+            errors.error(template, format!("invalid `{key}` template: {error}"));
             return;
         }
     };
@@ -63,12 +68,33 @@ fn check_dedupe(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
                 let listed: Vec<String> = fields.iter().map(|name| format!("`{name}`")).collect();
                 format!("its data arguments are {}", listed.join(", "))
             };
+            let what = if key == "dedupe" {
+                "dedupe"
+            } else {
+                "`fair_key`"
+            };
             errors.error(
                 template,
                 format!(
-                    "dedupe placeholder `<{field}>` is not an argument of `{}`; {known}",
+                    "{what} placeholder `<{field}>` is not an argument of `{}`; {known}",
                     job.item.sig.ident
                 ),
+            );
+        }
+    }
+}
+
+/// Checks that a kind with a fairness key has no limit on its running jobs or their rate: its
+/// jobs are claimed round-robin by key, and a limited kind's are claimed under its limit.
+fn check_fair_key_alone(attr: &JobAttr, errors: &mut Errors) {
+    let Some(template) = &attr.fair_key else {
+        return;
+    };
+    for limit in ["max_running", "rate_limit"] {
+        if attr.has(limit) {
+            errors.error(
+                template,
+                format!("`fair_key` cannot be combined with `{limit}`: a kind is claimed either round-robin by its fairness key or under its limit; put the limited work in a kind of its own"),
             );
         }
     }

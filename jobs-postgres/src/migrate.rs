@@ -69,6 +69,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(16, "operating_workflows", "0016_operating_workflows.sql"),
     migration!(17, "workflow_steps", "0017_workflow_steps.sql"),
     migration!(18, "rate_limits", "0018_rate_limits.sql"),
+    migration!(19, "fair_share", "0019_fair_share.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -21,6 +21,7 @@ mod drain;
 mod enqueue;
 mod enqueue_input;
 mod exactly_once;
+mod fairness;
 mod find_jobs;
 mod gauges_shared;
 mod job_cancel;

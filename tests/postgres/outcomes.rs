@@ -22,6 +22,7 @@ async fn enqueue_untyped(db: &Db, kind: &'static str, payload: Value, priority: 
         run_at: RunAt::Now,
         dedupe_key: None,
         dedupe_scope: DedupeScope::Retained,
+        fair_key: None,
         after: Vec::new(),
     };
     let mut conn = db.pool.acquire().await.unwrap();

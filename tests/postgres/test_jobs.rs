@@ -306,3 +306,10 @@ pub async fn waits_for_cancel(ctx: JobContext, pool: State<PgPool>) -> JobResult
     ctx.cancel_signal().await;
     Err(JobError::transient("stopped: cancellation requested"))
 }
+
+/// Does nothing, for tenant `tenant`; its jobs are claimed round-robin across tenants.
+#[job(fair_key = "tenant:<tenant>")]
+pub async fn tenant_task(tenant: String, n: u32) -> JobResult {
+    let _ = (tenant, n);
+    Ok(())
+}

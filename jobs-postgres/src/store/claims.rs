@@ -206,6 +206,100 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
     " IS NULL"
 ));
 
+/// The first fairness key after `$after` (an SQL expression; none when null) that has a due job
+/// of kind `$2` ready in queue `$1`: one descent of `jobs_queue_ready_fair` (each key whose
+/// ready jobs are all scheduled for later is stepped over entry by entry).
+macro_rules! next_fair_key {
+    ($after:literal) => {
+        concat!(
+            "(SELECT fair_key FROM jobs_queue
+              WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
+                AND fair_key > ",
+            $after,
+            " AND run_at <= now()
+              ORDER BY fair_key LIMIT 1)"
+        )
+    };
+}
+
+/// The first fairness key that has a due job of kind `$2` ready in queue `$1`: where the ring of
+/// keys starts again.
+macro_rules! first_fair_key {
+    () => {
+        "(SELECT fair_key FROM jobs_queue
+              WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
+                AND run_at <= now()
+              ORDER BY fair_key LIMIT 1)"
+    };
+}
+
+/// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
+/// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
+/// previous claim took a job of (null at first). Returns what [`CLAIM_JOBS`] returns, and on
+/// every row `fair_cursor`: the last key this claim took a job of, where the next one goes on.
+///
+/// The keys are visited in their order as a ring, starting after `$5` and wrapping around to
+/// the first: up to `$3` keys that have due jobs, each found by one descent of the index
+/// `jobs_queue_ready_fair` (a loose index scan: the jobs of a key are never walked to find the
+/// next). Each visited key offers its first jobs in claim order (priority, `run_at`, id), as many
+/// as `$3` shared between the keys visited, rounded up; the claim takes them turn by turn, the
+/// first job of every key, then the second, up to `$3`. So a key with 100,000 jobs and a key
+/// with 10 share a claim evenly, and a key alone takes every free slot. The jobs offered beyond
+/// those taken (fewer than the keys visited) stay locked until the claim commits.
+///
+/// Like the other claims, the claim commits without waiting for its WAL to be flushed, and claims
+/// nothing while queue `$1` is paused.
+pub const CLAIM_FAIR_JOBS: &str = concat!(
+    "
+WITH RECURSIVE ring AS (
+    SELECT first.key, first.key AS start, 1 AS visited
+    FROM (SELECT coalesce(",
+    next_fair_key!("$5"),
+    ",
+                          ",
+    first_fair_key!(),
+    ") AS key) AS first
+    WHERE first.key IS NOT NULL AND ",
+    queue_not_paused!("$1"),
+    "
+    UNION ALL
+    SELECT next.key, ring.start, ring.visited + 1
+    FROM ring
+    CROSS JOIN LATERAL (SELECT coalesce(",
+    next_fair_key!("ring.key"),
+    ",
+                                        ",
+    first_fair_key!(),
+    ") AS key) AS next
+    WHERE ring.visited < $3 AND next.key <> ring.start
+), share AS (
+    SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
+), claimable AS (
+    SELECT offered.id, ring.key, ring.visited
+    FROM ring
+    CROSS JOIN LATERAL (
+        SELECT locked.id,
+               row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id) AS turn
+        FROM (
+            SELECT id, priority, run_at FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key = ring.key
+              AND run_at <= now()
+              AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+            ORDER BY priority DESC, run_at, id
+            LIMIT (SELECT jobs FROM share)
+            FOR UPDATE SKIP LOCKED
+        ) AS locked
+    ) AS offered
+    ORDER BY offered.turn, ring.visited
+    LIMIT (SELECT $3::bigint)
+), claimed AS (",
+    claimed_jobs!("$4::float8"),
+    "
+)
+SELECT claimed.*, (SELECT key FROM claimable ORDER BY visited DESC LIMIT 1) AS fair_cursor
+FROM claimed"
+);
+
 /// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs or on their rate (see [`CLAIM_LIMITED_JOBS`]).
 pub const LOCK_LIMITED_KIND: &str =
@@ -510,4 +604,46 @@ pub async fn claim_limited(
         rate_room_in,
         held_back,
     })
+}
+
+/// A row of [`CLAIM_FAIR_JOBS`]: a claimed job, and the key the claim's round ended at.
+#[derive(Debug, FromRow)]
+struct FairClaimedJob {
+    #[sqlx(flatten)]
+    job: ClaimedJob,
+    fair_cursor: Option<String>,
+}
+
+/// Claims up to `limit` ready jobs of `kind`, which has a fairness key, from `queue`, each
+/// leased for `lease`: round-robin across the jobs' keys, going on after `cursor` (the last key
+/// the previous claim took a job of), which it moves to the last key this claim took one of.
+///
+/// When the round comes back with fewer jobs than asked for, the rest are claimed the usual
+/// way, oldest first: the jobs of the kind without a key (enqueued before the kind declared one)
+/// are claimed that way, as are jobs a concurrent claim kept from the round.
+pub async fn claim_fair(
+    pool: &PgPool,
+    queue: &str,
+    kind: &'static str,
+    lease: Duration,
+    limit: usize,
+    cursor: &mut Option<String>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let rows: Vec<FairClaimedJob> = sqlx::query_as(CLAIM_FAIR_JOBS)
+        .bind(queue)
+        .bind(kind)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(lease.as_secs_f64())
+        .bind(cursor.as_deref())
+        .fetch_all(pool)
+        .await?;
+    if let Some(last) = rows.first().and_then(|row| row.fair_cursor.clone()) {
+        *cursor = Some(last);
+    }
+    let mut jobs: Vec<ClaimedJob> = rows.into_iter().map(|row| row.job).collect();
+    if jobs.len() < limit {
+        let rest = claim(pool, queue, &[kind], &[lease], limit - jobs.len(), None).await?;
+        jobs.extend(rest);
+    }
+    Ok(jobs)
 }

@@ -501,6 +501,7 @@ fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
             queue: registration.options.queue,
             max_running: registration.options.max_running,
             rate_limit: registration.options.rate_limit,
+            fair: registration.options.fair_key.is_some(),
             lease: registration.options.lease.unwrap_or(config.lease),
         })
         .collect()

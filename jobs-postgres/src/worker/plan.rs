@@ -21,6 +21,8 @@ pub(crate) struct KindToRun {
     /// Most jobs of it started in any window of the limit's length across all workers, if
     /// limited.
     pub(crate) rate_limit: Option<RateLimit>,
+    /// Whether its jobs are claimed round-robin across their fairness keys.
+    pub(crate) fair: bool,
     /// Its lease.
     pub(crate) lease: Duration,
 }
@@ -30,14 +32,18 @@ pub(crate) struct KindToRun {
 /// Kinds without a limit share one producer per queue, claiming any of them. Each kind with a
 /// limit (on its running jobs, on their rate, or both) gets a producer of its own across all
 /// the queues, so that the lock its claims take never slows the claims of the other kinds; its
-/// concurrency is its running limit, or without one the concurrency of its own queue. Its slots
-/// are its own, apart from the queues' slots.
+/// concurrency is its running limit, or without one the concurrency of its own queue. Each kind
+/// with a fairness key gets a producer of its own per queue, with the queue's concurrency, so
+/// that its round-robin cursor is the queue's. The slots of these producers are their own, apart
+/// from the queues' slots.
 pub(crate) fn plan_producers(
     kinds: &[KindToRun],
     queues: &BTreeMap<String, usize>,
 ) -> Vec<QueuePlan> {
-    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) = kinds
-        .iter()
+    let (fair, unfair): (Vec<&KindToRun>, Vec<&KindToRun>) =
+        kinds.iter().partition(|kind| kind.fair);
+    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) = unfair
+        .into_iter()
         .partition(|kind| kind.max_running.is_some() || kind.rate_limit.is_some());
     let mut plans = Vec::new();
     if !unlimited.is_empty() {
@@ -50,6 +56,20 @@ pub(crate) fn plan_producers(
                     queue: queue.clone(),
                     kinds: names.clone(),
                     leases: leases.clone(),
+                },
+                concurrency: *concurrency,
+                woken_by: vec![queue.clone()],
+            });
+        }
+    }
+    for kind in fair {
+        for (queue, concurrency) in queues {
+            plans.push(QueuePlan {
+                name: format!("{} (fair share) in {queue}", kind.name),
+                claim: Claim::Fair {
+                    kind: kind.name,
+                    queue: queue.clone(),
+                    lease: kind.lease,
                 },
                 concurrency: *concurrency,
                 woken_by: vec![queue.clone()],
@@ -94,6 +114,7 @@ mod tests {
             queue: "default",
             max_running,
             rate_limit: None,
+            fair: false,
             lease: Duration::from_secs(lease_secs),
         }
     }
@@ -198,5 +219,38 @@ mod tests {
             "export (at most 2 running, at most 100/1s started)"
         );
         assert_eq!(plans[3].concurrency, 2);
+    }
+
+    #[test]
+    fn a_fair_kind_gets_a_producer_of_its_own_in_each_queue() {
+        let mut tenant_export = kind("tenant_export", None, 60);
+        tenant_export.fair = true;
+        let plans = plan_producers(
+            &[kind("email", None, 30), tenant_export],
+            &queues(&[("default", 16), ("media", 4)]),
+        );
+        assert_eq!(
+            plans.len(),
+            4,
+            "two queue producers and the fair kind's two"
+        );
+        assert_eq!(plans[2].name, "tenant_export (fair share) in default");
+        assert_eq!(plans[2].concurrency, 16);
+        assert_eq!(plans[2].woken_by, ["default"]);
+        assert_eq!(
+            plans[3].claim,
+            Claim::Fair {
+                kind: "tenant_export",
+                queue: "media".into(),
+                lease: Duration::from_secs(60),
+            }
+        );
+        assert_eq!(plans[3].concurrency, 4);
+        for plan in &plans[..2] {
+            let Claim::Queue { kinds, .. } = &plan.claim else {
+                panic!("a queue producer: {plan:?}");
+            };
+            assert_eq!(kinds, &["email"], "the fair kind is claimed apart");
+        }
     }
 }

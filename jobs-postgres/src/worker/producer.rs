@@ -38,6 +38,15 @@ pub enum Claim {
         /// The lease of each kind, pairing with `kinds`.
         leases: Vec<Duration>,
     },
+    /// Jobs of one kind with a fairness key from queue `queue`, round-robin across their keys.
+    Fair {
+        /// The kind.
+        kind: &'static str,
+        /// The queue.
+        queue: String,
+        /// The kind's lease.
+        lease: Duration,
+    },
     /// Jobs of one kind with a limit on its running jobs or on their rate across all workers,
     /// from any of the worker's queues.
     Limited {
@@ -57,14 +66,22 @@ pub enum Claim {
 
 impl Claim {
     /// Claims up to `wanted` jobs, from the front of the claim order or `from` a place in it
-    /// (a limited kind's claims always start at the front).
+    /// (a limited kind's claims always start at the front); a fair kind's claims go on after
+    /// the key at `fair_cursor`, and move it.
     async fn claim(
         &self,
         shared: &Shared,
         wanted: usize,
         from: Option<ClaimPlace>,
+        fair_cursor: &mut Option<String>,
     ) -> Result<LimitedClaim, sqlx::Error> {
         match self {
+            Claim::Fair { kind, queue, lease } => Ok(LimitedClaim {
+                jobs: store::claim_fair(&shared.pool, queue, kind, *lease, wanted, fair_cursor)
+                    .await?,
+                rate_room_in: None,
+                held_back: false,
+            }),
             Claim::Queue {
                 queue,
                 kinds,
@@ -166,6 +183,8 @@ pub async fn produce(
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
+    // The fairness key a fair kind's last claim ended at: the next round goes on after it.
+    let mut fair_cursor = None;
     let mut outcomes_written = shared.outcomes_written.subscribe();
     // How long a producer held back with room in its rate window waits before claiming again:
     // the room came back between its claim and its look at the window, or other claims hold
@@ -220,7 +239,11 @@ pub async fn produce(
         // recently; then from the front for whatever is still wanted.
         let mut from = position.resume_point();
         loop {
-            match plan.claim.claim(&shared, wanted - claimed, from).await {
+            match plan
+                .claim
+                .claim(&shared, wanted - claimed, from, &mut fair_cursor)
+                .await
+            {
                 Ok(LimitedClaim {
                     jobs,
                     rate_room_in: room_in,

@@ -1,0 +1,283 @@
+//! Fair share: the jobs of a kind with a fairness key are claimed round-robin across their keys,
+//! so that one key's flood delays another key's jobs by about one round, while a key alone still
+//! takes every free slot.
+
+use jobs::postgres::__private::sql;
+use jobs::{job, EncodeError, EnqueueError, JobResult, MAX_FAIR_KEY_BYTES};
+use sqlx::{PgConnection, Row};
+
+use crate::support::{fast_config, start_worker, Db};
+use crate::test_jobs::tenant_task;
+
+/// A daily report per tenant, deduplicated per tenant and day, claimed fairly across tenants.
+#[job(dedupe = "report:<tenant>:<day>", fair_key = "<tenant>")]
+pub async fn tenant_report(tenant: String, day: u32) -> JobResult {
+    let _ = (tenant, day);
+    Ok(())
+}
+
+/// Enqueues `count` [`tenant_task`] jobs of `tenant`, 10,000 per statement.
+async fn enqueue_tenant_tasks(db: &Db, tenant: &str, count: u32) {
+    for first in (0..count).step_by(10_000) {
+        let chunk = (first..count.min(first + 10_000)).map(|n| tenant_task::Args {
+            tenant: tenant.to_owned(),
+            n,
+        });
+        tenant_task::enqueue_many(&db.pool, chunk)
+            .await
+            .expect("enqueue tenant_task jobs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_one_tenant_delays_another_tenants_jobs_by_about_one_round() {
+    const CONCURRENCY: usize = 8;
+    let db = Db::new().await;
+    enqueue_tenant_tasks(&db, "a", 100_000).await;
+    let pool = db.other_pool(4).await;
+    let worker = jobs::Worker::builder(pool.clone())
+        .kinds(["tenant_task"])
+        .state(pool)
+        .queue("default", CONCURRENCY)
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    db.wait_for_count_at_least(
+        "the flood to be under way",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        1_000,
+    )
+    .await;
+    enqueue_tenant_tasks(&db, "b", 10).await;
+    let b_done =
+        "SELECT count(*) FROM jobs_queue WHERE fair_key = 'tenant:\"b\"' AND state = 'done'";
+    db.wait_for_count("tenant b's ten jobs done", b_done, 10)
+        .await;
+    worker.shutdown().await.unwrap();
+    // The jobs of tenant a that started between b's enqueue and b's last start.
+    let (a_between, delay_ms, a_done): (i64, f64, i64) = sqlx::query_as(
+        "WITH b AS (
+             SELECT max(created_at) AS enqueued, max(attempted_at) AS last_start
+             FROM jobs_queue WHERE fair_key = 'tenant:\"b\"'
+         )
+         SELECT (SELECT count(*) FROM jobs_queue, b
+                 WHERE fair_key = 'tenant:\"a\"' AND attempted_at > b.enqueued
+                   AND attempted_at <= b.last_start),
+                (SELECT extract(epoch FROM last_start - enqueued)::float8 * 1000 FROM b),
+                (SELECT count(*) FROM jobs_queue WHERE fair_key = 'tenant:\"a\"' AND state = 'done')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    println!(
+        "tenant b's 10 jobs, enqueued behind {a_done} done and the rest of 100,000 of tenant a's: \
+         the last started {delay_ms:.1} ms after b's enqueue, with {a_between} of a's jobs started \
+         in between (concurrency {CONCURRENCY})"
+    );
+    // Oldest first, every one of a's 98,000-odd remaining jobs would start before b's.
+    // Round-robin, b's jobs share each claim with a's: a gets the claims already under way
+    // when b's jobs committed (at most one job per slot), about as many as b in the rounds that
+    // start b's, and, in the round of b's last job, the slots b could not fill.
+    let bound = CONCURRENCY as i64 + 10 + CONCURRENCY as i64;
+    assert!(
+        a_between <= bound,
+        "{a_between} of tenant a's jobs started between b's enqueue and b's last start (at most {bound} expected)"
+    );
+}
+
+/// Inserts ready jobs of `tenant_task` with the fairness keys given, in order, as plain SQL.
+async fn insert_keyed(db: &Db, keys: &[&str]) {
+    for key in keys {
+        sqlx::query(
+            "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+             VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, $1)",
+        )
+        .bind(*key)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    }
+}
+
+/// Runs [`sql::CLAIM_FAIR_JOBS`] once for `wanted` jobs after `cursor`; returns the keys of the
+/// jobs claimed, in id order, and the cursor it returned.
+async fn claim_round(
+    conn: &mut PgConnection,
+    wanted: i64,
+    cursor: Option<&str>,
+) -> (Vec<String>, Option<String>) {
+    let rows: Vec<(i64, Option<String>)> = sqlx::query(sql::CLAIM_FAIR_JOBS)
+        .bind("default")
+        .bind("tenant_task")
+        .bind(wanted)
+        .bind(30.0_f64)
+        .bind(cursor)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get("id"), row.get("fair_cursor")))
+        .collect();
+    let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT fair_key FROM jobs_queue WHERE id = ANY($1) ORDER BY fair_key, id",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    (keys, rows.first().and_then(|(_, cursor)| cursor.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_turns_between_keys_and_goes_on_where_the_last_one_ended() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a", "a", "a", "a", "a", "b", "b", "c"]).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+
+    // Three keys share four jobs: one each, then a second of the first key.
+    let (keys, cursor) = claim_round(&mut conn, 4, None).await;
+    assert_eq!(keys, ["a", "a", "b", "c"]);
+    assert_eq!(cursor.as_deref(), Some("c"), "the last key visited");
+
+    // The next round starts after `c`, wrapping around to `a`.
+    let (keys, cursor) = claim_round(&mut conn, 2, cursor.as_deref()).await;
+    assert_eq!(keys, ["a", "b"]);
+    assert_eq!(cursor.as_deref(), Some("b"));
+
+    // Only `a` has jobs left: alone, it takes every slot it can fill.
+    let (keys, cursor) = claim_round(&mut conn, 10, cursor.as_deref()).await;
+    assert_eq!(keys, ["a", "a"]);
+    assert_eq!(cursor.as_deref(), Some("a"));
+
+    let (keys, cursor) = claim_round(&mut conn, 10, cursor.as_deref()).await;
+    assert!(keys.is_empty() && cursor.is_none(), "nothing left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_alone_takes_every_slot_and_keys_with_only_later_jobs_are_passed_over() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 20]).await;
+    insert_keyed(&db, &["later"; 3]).await;
+    db.execute("UPDATE jobs_queue SET run_at = now() + interval '1 hour' WHERE fair_key = 'later'")
+        .await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (keys, _) = claim_round(&mut conn, 16, None).await;
+    assert_eq!(keys, vec!["a".to_string(); 16]);
+    db.execute("INSERT INTO jobs_queue_pauses (queue, paused_by) VALUES ('default', 'test')")
+        .await;
+    let (keys, _) = claim_round(&mut conn, 16, None).await;
+    assert!(keys.is_empty(), "a paused queue gives nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_a_fair_kind_without_a_key_still_run() {
+    let db = Db::new().await;
+    // Enqueued before the kind declared its fairness key: no key.
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+         VALUES ('tenant_task', 'default', '{\"tenant\": \"old\", \"n\": 0}', 8)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    enqueue_tenant_tasks(&db, "new", 3).await;
+    let worker = start_worker(&db.pool, &["tenant_task"], fast_config());
+    db.wait_for_count(
+        "every job done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        4,
+    )
+    .await;
+    worker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_enqueue_path_stores_the_rendered_key() {
+    let db = Db::new().await;
+    let single = tenant_task::enqueue(&db.pool, "acme".into(), 1)
+        .await
+        .unwrap();
+    let deduped = tenant_report::enqueue(&db.pool, "acme".into(), 7)
+        .await
+        .unwrap()
+        .id();
+    let many = tenant_report::enqueue_many(
+        &db.pool,
+        [
+            tenant_report::Args {
+                tenant: "globex".into(),
+                day: 7,
+            },
+            tenant_report::Args {
+                tenant: "acme".into(),
+                day: 7,
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(!many[1].is_new(), "the dedupe key still holds");
+    let after = jobs::NewJob::of::<tenant_task::Job>(&tenant_task::Args {
+        tenant: "initech".into(),
+        n: 2,
+    })
+    .unwrap()
+    .after([single]);
+    let mut conn = db.pool.acquire().await.unwrap();
+    let dependent = jobs::postgres::enqueue_job(&mut conn, &after)
+        .await
+        .unwrap()
+        .id();
+    let keys: Vec<(i64, String)> = db
+        .rows("SELECT id, fair_key FROM jobs_queue ORDER BY id")
+        .await;
+    assert_eq!(
+        keys,
+        vec![
+            (single.id(), "tenant:\"acme\"".to_string()),
+            (deduped, "\"acme\"".to_string()),
+            (many[0].id(), "\"globex\"".to_string()),
+            (dependent, "tenant:\"initech\"".to_string()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_too_long_to_index_is_refused_before_the_database() {
+    let db = Db::new().await;
+    db.execute("CREATE TABLE orders (id bigint PRIMARY KEY)")
+        .await;
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO orders (id) VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let error = tenant_task::enqueue_in(&mut tx, "x".repeat(MAX_FAIR_KEY_BYTES), 1)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(
+            error,
+            EnqueueError::Encode(EncodeError::FairKeyTooLong { limit, .. }) if limit == MAX_FAIR_KEY_BYTES
+        ),
+        "{error:?}"
+    );
+    let mut nul = jobs::NewJob::of::<tenant_task::Job>(&tenant_task::Args {
+        tenant: "plain".into(),
+        n: 1,
+    })
+    .unwrap();
+    nul.fair_key = Some("tenant:\u{0}".into());
+    let error = jobs::postgres::enqueue_job(&mut tx, &nul)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&error, EnqueueError::Encode(EncodeError::NulCharacter { field, .. }) if field == "fair_key"),
+        "{error:?}"
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(db.count("SELECT count(*) FROM orders").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 0);
+}
