@@ -8,7 +8,7 @@ use jobs::postgres::__private::sql;
 use serde_json::Value;
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
-use sqlx::Postgres;
+use sqlx::{Postgres, Row};
 
 use crate::plans::{
     assert_no_seq_scan, claim_of_16, explain_analyze, generic_plan_of, plan_nodes, plan_of,
@@ -371,4 +371,86 @@ async fn claims_keep_one_plan_per_connection() {
             "{name}: planned one-off only for the first five executions"
         );
     }
+}
+
+/// [`check_plans`] of [`sql::CLAIM_FAIR_JOBS`], a claim of up to 16 `tenant_task` jobs from
+/// queue `default` going on after `cursor`; returns the rows each plan took.
+async fn check_fair_claim(db: &Db, cursor: Option<&str>) -> [i64; 2] {
+    let explain = explain_analyze(sql::CLAIM_FAIR_JOBS);
+    let query = sqlx::query_scalar(&explain)
+        .bind("default")
+        .bind("tenant_task")
+        .bind(16_i64)
+        .bind(30.0_f64)
+        .bind(cursor);
+    let arguments = [
+        "'default'".to_string(),
+        "'tenant_task'".to_string(),
+        "16".to_string(),
+        "30.0".to_string(),
+        cursor.map_or_else(|| "NULL::text".to_string(), |cursor| format!("'{cursor}'")),
+    ];
+    let name = match cursor {
+        None => "CLAIM_FAIR_JOBS (from the first key)".to_string(),
+        Some(cursor) => format!("CLAIM_FAIR_JOBS (after key {cursor})"),
+    };
+    check_plans(db, &name, sql::CLAIM_FAIR_JOBS, query, &arguments).await
+}
+
+/// A fair claim walks keys, one descent each, not their jobs: with 1,000 tenants of 100 due
+/// jobs each, a tenant of 100,000, and the foreign backlog (another kind's keyed jobs among
+/// them), a claim of 16 reads a few pages, wherever its round starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_claim_walks_keys_not_jobs() {
+    let db = backlog_of_another_kind().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at, fair_key)
+         SELECT 'tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8,
+                now() - interval '2 hours' + n * interval '30 ms',
+                CASE WHEN n <= 100000 THEN 'tenant ' || lpad((n % 1000)::text, 4, '0')
+                     ELSE 'tenant flood' END
+         FROM generate_series(1, 200000) AS n;
+         INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         SELECT 'foreign_kind', 'default', '{}', 8, 'tenant ' || (n % 5000)
+         FROM generate_series(1, 100000) AS n",
+    )
+    .await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
+    for cursor in [None, Some("tenant 0500"), Some("tenant flood")] {
+        assert_eq!(check_fair_claim(&db, cursor).await, [16, 16]);
+    }
+}
+
+/// [`sql::CLAIM_FAIR_JOBS`] is planned once per connection too, whatever the number of jobs
+/// asked for and wherever its round starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_claim_keeps_one_plan_per_connection() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         SELECT 'tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'tenant ' || (n % 50)
+         FROM generate_series(1, 1000) AS n",
+    )
+    .await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut cursor: Option<String> = None;
+    for call in 0..10 {
+        let limit: i64 = if call % 2 == 0 { 1 } else { 16 };
+        let rows = sqlx::query(sql::CLAIM_FAIR_JOBS)
+            .bind("default")
+            .bind("tenant_task")
+            .bind(limit)
+            .bind(30.0_f64)
+            .bind(cursor.as_deref())
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(rows.len() as i64, limit, "claimed what it was asked for");
+        cursor = rows[0].get("fair_cursor");
+    }
+    assert_eq!(
+        plans_made(&mut conn, sql::CLAIM_FAIR_JOBS).await,
+        (5, 5),
+        "planned one-off only for the first five executions"
+    );
 }
