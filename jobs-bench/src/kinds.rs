@@ -19,6 +19,15 @@ pub async fn noop(n: i64) -> JobResult {
     Ok(())
 }
 
+/// Does what [`noop`] does (its runs count as `noop`'s), for tenant `tenant`: its jobs are
+/// claimed round-robin across tenants.
+#[job(fair_key = "<tenant>")]
+pub async fn fair_noop(tenant: i64, n: i64) -> JobResult {
+    let _ = (tenant, n);
+    NOOP_RUNS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
 /// Records when each job started, for the latency workload.
 #[derive(Default)]
 pub struct StartTimes {

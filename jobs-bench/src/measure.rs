@@ -57,6 +57,26 @@ pub async fn insert_ready_noops(pool: &PgPool, count: usize) -> Result<(), sqlx:
     Ok(())
 }
 
+/// Inserts `count` ready `fair_noop` jobs of `tenants` tenants, taking turns, with plain SQL,
+/// outside any measurement.
+pub async fn insert_ready_fair_noops(
+    pool: &PgPool,
+    count: usize,
+    tenants: u32,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         SELECT 'fair_noop', 'default', jsonb_build_object('tenant', n % $2, 'n', n), 8,
+                (n % $2)::text
+         FROM generate_series(1, $1) AS n",
+    )
+    .bind(i64::try_from(count).unwrap_or(i64::MAX))
+    .bind(i64::from(tenants))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Inserts `count` done `noop` jobs with plain SQL, as retention would keep them, outside any
 /// measurement.
 pub async fn insert_done_noops(pool: &PgPool, count: usize) -> Result<(), sqlx::Error> {
@@ -80,10 +100,24 @@ pub async fn timed_noop_drain(
     jobs: usize,
     start: impl FnOnce() -> Result<jobs::WorkerHandle, jobs::WorkerError>,
 ) -> Result<f64, Box<dyn std::error::Error>> {
+    timed_drain(fresh, tables, jobs, None, start).await
+}
+
+/// [`timed_noop_drain`], of `fair_noop` jobs of `tenants` tenants when given.
+pub async fn timed_drain(
+    fresh: &Fresh,
+    tables: &str,
+    jobs: usize,
+    tenants: Option<u32>,
+    start: impl FnOnce() -> Result<jobs::WorkerHandle, jobs::WorkerError>,
+) -> Result<f64, Box<dyn std::error::Error>> {
     sqlx::query(&format!("TRUNCATE {tables}"))
         .execute(&fresh.pool)
         .await?;
-    insert_ready_noops(&fresh.pool, jobs).await?;
+    match tenants {
+        None => insert_ready_noops(&fresh.pool, jobs).await?,
+        Some(tenants) => insert_ready_fair_noops(&fresh.pool, jobs, tenants).await?,
+    }
     fresh.vacuum().await?;
     let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
     let started = Instant::now();

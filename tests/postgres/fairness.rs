@@ -3,10 +3,13 @@
 //! takes every free slot.
 
 use jobs::postgres::__private::sql;
-use jobs::{job, EncodeError, EnqueueError, JobResult, MAX_FAIR_KEY_BYTES};
+use jobs::{
+    job, EncodeError, EnqueueError, JobResult, RegistryError, Worker, WorkerError,
+    MAX_FAIR_KEY_BYTES,
+};
 use sqlx::{PgConnection, Row};
 
-use crate::support::{fast_config, start_worker, Db};
+use crate::support::{fast_config, refusal, start_worker, Db};
 use crate::test_jobs::tenant_task;
 
 /// A daily report per tenant, deduplicated per tenant and day, claimed fairly across tenants.
@@ -280,4 +283,24 @@ async fn a_key_too_long_to_index_is_refused_before_the_database() {
     tx.commit().await.unwrap();
     assert_eq!(db.count("SELECT count(*) FROM orders").await, 1);
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_given_at_run_time_to_a_fair_kind_is_refused() {
+    let db = Db::new().await;
+    for builder in [
+        Worker::builder(db.pool.clone()).max_running("tenant_task", 2),
+        Worker::builder(db.pool.clone()).rate_limit("tenant_task", "10/1s".parse().unwrap()),
+    ] {
+        let error = refusal(builder.kinds(["tenant_task"]).state(db.pool.clone()));
+        assert!(
+            matches!(
+                error,
+                WorkerError::Registry(RegistryError::FairKeyWithLimit {
+                    kind: "tenant_task"
+                })
+            ),
+            "{error}"
+        );
+    }
 }

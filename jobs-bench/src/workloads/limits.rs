@@ -1,13 +1,14 @@
-//! What limits cost, and whether a rate limit delivers its rate: a drain of a kind whose running
-//! limit and rate limit are never reached, each against the same drain without them, in the same
-//! run; and a backlog of a kind held by a rate limit, whose starts per second (from the rows'
-//! start times) are compared with the limit.
+//! What limits and fairness cost, and whether a rate limit delivers its rate: a drain of a kind
+//! whose running limit and rate limit are never reached, and of a kind claimed round-robin across
+//! 1,000 tenants, each against the same drain without them, in the same run; and a backlog of a
+//! kind held by a rate limit, whose starts per second (from the rows' start times) are compared
+//! with the limit.
 
 use std::time::Duration;
 
 use jobs::{RateLimit, Worker, WorkerBuilder};
 
-use crate::measure::{timed_noop_drain, Fresh};
+use crate::measure::{timed_drain, timed_noop_drain, Fresh};
 use crate::options::Options;
 use crate::report::Report;
 
@@ -16,6 +17,8 @@ use crate::report::Report;
 const HELD_RATE: u32 = 2_000;
 /// Seconds of backlog the held kind starts with.
 const HELD_SECONDS: u32 = 5;
+/// The tenants the fair drain's jobs take turns between.
+const TENANTS: u32 = 1_000;
 
 /// A drain's limits.
 #[derive(Clone, Copy)]
@@ -28,6 +31,8 @@ enum Limits {
     RateNeverReached,
     /// A rate limit of [`HELD_RATE`] jobs a second.
     Held,
+    /// No limit, but a fairness key: jobs of [`TENANTS`] tenants, claimed round-robin.
+    FairShare,
 }
 
 impl Limits {
@@ -38,13 +43,14 @@ impl Limits {
             Limits::RunningNeverReached => "running limit never reached",
             Limits::RateNeverReached => "rate limit never reached",
             Limits::Held => "held by a rate limit",
+            Limits::FairShare => "fair share between 1,000 tenants",
         }
     }
 }
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let concurrency = 16;
-    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+    let mut rates = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     let mut held = Vec::new();
     for run in 0..options.runs {
         let fresh = Fresh::new(concurrency as u32 + 9).await?;
@@ -52,8 +58,9 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             (0, Limits::Unlimited),
             (1, Limits::RunningNeverReached),
             (2, Limits::RateNeverReached),
+            (3, Limits::FairShare),
         ];
-        sides.rotate_left(run % 3);
+        sides.rotate_left(run % 4);
         for (slot, limits) in sides {
             let rate = drain_rate(&fresh, options.drain_jobs, concurrency, limits).await?;
             eprintln!("  {}: {rate:.0} jobs/s", limits.name());
@@ -61,7 +68,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         }
         held.push(held_rate(&fresh, concurrency).await?);
     }
-    let [unlimited, running, rate] = &rates;
+    let [unlimited, running, rate, fair] = &rates;
     report.ratio(
         &format!("drain C={concurrency}, running limit never reached / none"),
         running,
@@ -72,6 +79,13 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     report.ratio(
         &format!("drain C={concurrency}, rate limit never reached / none"),
         rate,
+        unlimited,
+        "jobs/s",
+        ">= 0.8 (#17)",
+    );
+    report.ratio(
+        &format!("drain C={concurrency}, fair share between {TENANTS} tenants / none"),
+        fair,
         unlimited,
         "jobs/s",
         ">= 0.8 (#17)",
@@ -87,13 +101,17 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     Ok(())
 }
 
-/// A worker of `noop` at `concurrency` with `limits`.
+/// A worker of `noop` (`fair_noop` for [`Limits::FairShare`]) at `concurrency` with `limits`.
 fn worker(fresh: &Fresh, concurrency: usize, limits: Limits) -> WorkerBuilder {
+    let kind = match limits {
+        Limits::FairShare => "fair_noop",
+        _ => "noop",
+    };
     let builder = Worker::builder(fresh.pool.clone())
-        .kinds(["noop"])
+        .kinds([kind])
         .queue("default", concurrency);
     match limits {
-        Limits::Unlimited => builder,
+        Limits::Unlimited | Limits::FairShare => builder,
         Limits::RunningNeverReached => builder.max_running("noop", concurrency as u32),
         Limits::RateNeverReached => builder.rate_limit(
             "noop",
@@ -113,7 +131,8 @@ async fn drain_rate(
     concurrency: usize,
     limits: Limits,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    timed_noop_drain(fresh, "jobs_queue, jobs_rate_limits", jobs, || {
+    let tenants = matches!(limits, Limits::FairShare).then_some(TENANTS);
+    timed_drain(fresh, "jobs_queue, jobs_rate_limits", jobs, tenants, || {
         Ok(worker(fresh, concurrency, limits).build()?.start())
     })
     .await
