@@ -62,6 +62,12 @@ pub struct JobOptions {
     /// round-robin across the keys it renders rather than oldest first, so that a flood under
     /// one key delays the jobs of the others by about one round; `None` for oldest first.
     pub fair_key: Option<&'static str>,
+    /// The limit key template, such as `"<merchant_id>"`: the per-key limits below count the
+    /// jobs whose payloads render the same key; `None` when the kind has no per-key limit.
+    pub limit_key: Option<&'static str>,
+    /// Most jobs of this kind with the same limit key running at once, across all workers;
+    /// unlimited when `None`. Needs [`limit_key`](Self::limit_key).
+    pub max_running_per_key: Option<u32>,
 }
 
 impl JobOptions {
@@ -69,7 +75,8 @@ impl JobOptions {
     pub const DEFAULT_QUEUE: &'static str = "default";
 
     /// The defaults: queue `"default"`, priority 0, the default retry policy, no timeout, no
-    /// dedupe, no schedule, no limit on running jobs or on their rate, no fairness key.
+    /// dedupe, no schedule, no limit on running jobs or on their rate, no fairness key, no
+    /// per-key limit.
     pub const DEFAULT: JobOptions = JobOptions {
         queue: Self::DEFAULT_QUEUE,
         priority: 0,
@@ -83,6 +90,8 @@ impl JobOptions {
         max_running: None,
         rate_limit: None,
         fair_key: None,
+        limit_key: None,
+        max_running_per_key: None,
     };
 }
 

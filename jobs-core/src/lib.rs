@@ -37,7 +37,7 @@ pub use error::{
 pub use future::BoxFuture;
 pub use kind::{Handler, HandlerFuture, InvocationError, JobKind, JobOptions, JobRegistration};
 pub use name::{check_kind_name, check_queue_name, NameError, NameOf, MAX_NAME_LEN};
-pub use new_job::{EncodeError, NewJob, RunAt, MAX_FAIR_KEY_BYTES};
+pub use new_job::{EncodeError, NewJob, RunAt, MAX_KEY_BYTES};
 pub use outcome::{decide, AttemptError, Decision, RunOutcome};
 pub use output::{
     decode_output, encode_output, EncodedOutput, JobOutput, OutputEncodeError, MAX_OUTPUT_BYTES,

@@ -53,8 +53,8 @@ pub enum EncodeError {
     NulCharacter {
         /// The job kind.
         kind: &'static str,
-        /// Where: `payload.<path>` (with ` (key)` when an object key holds it), `dedupe_key` or
-        /// `fair_key` (from the template's literal text). A queue name holding it is an
+        /// Where: `payload.<path>` (with ` (key)` when an object key holds it), `dedupe_key`,
+        /// `fair_key` or `limit_key` (from the template's literal text). A queue name holding it is an
         /// [`EncodeError::QueueName`].
         field: String,
     },
@@ -77,37 +77,42 @@ pub enum EncodeError {
         #[source]
         source: TemplateError,
     },
-    /// The fairness template names a field the encoded arguments lack (skipped when
-    /// serializing).
-    #[error(
-        "the fairness key of job kind `{kind}` names `{field}`, which the encoded arguments lack"
-    )]
-    FairKeyFieldMissing {
+    /// A key template (`fair_key`, `limit_key`) names a field the encoded arguments lack
+    /// (skipped when serializing).
+    #[error("the {key} of job kind `{kind}` names `{field}`, which the encoded arguments lack")]
+    KeyFieldMissing {
         /// The job kind.
         kind: &'static str,
+        /// Which key: `fair_key` or `limit_key`.
+        key: &'static str,
         /// The missing field.
         field: String,
     },
-    /// The kind's fairness template is malformed (the macro rules that out at compile time).
-    #[error("the fair_key template of job kind `{kind}` is malformed: {source}")]
-    FairKeyTemplate {
+    /// A key template (`fair_key`, `limit_key`) of the kind is malformed (the macro rules that
+    /// out at compile time).
+    #[error("the {key} template of job kind `{kind}` is malformed: {source}")]
+    KeyTemplate {
         /// The job kind.
         kind: &'static str,
+        /// Which key: `fair_key` or `limit_key`.
+        key: &'static str,
         /// What is wrong with it.
         #[source]
         source: TemplateError,
     },
-    /// The rendered fairness key is longer than [`MAX_FAIR_KEY_BYTES`]: it would not fit the
+    /// A rendered fairness or limit key is longer than [`MAX_KEY_BYTES`]: it would not fit the
     /// index that claims walk the keys through.
     #[error(
-        "the fairness key of job kind `{kind}` is {bytes} bytes long; at most {limit} are allowed (template fields such as a tenant's id keep it short)"
+        "the {key} of job kind `{kind}` is {bytes} bytes long; at most {limit} are allowed (template fields such as a tenant's id keep it short)"
     )]
-    FairKeyTooLong {
+    KeyTooLong {
         /// The job kind.
         kind: &'static str,
+        /// Which key: `fair_key` or `limit_key`.
+        key: &'static str,
         /// Its length in bytes.
         bytes: usize,
-        /// The longest allowed ([`MAX_FAIR_KEY_BYTES`]).
+        /// The longest allowed ([`MAX_KEY_BYTES`]).
         limit: usize,
     },
     /// The job would become ready before the year 1 or from the year 10000 on (a `delay` such
@@ -151,9 +156,9 @@ impl EncodeError {
     }
 }
 
-/// The longest fairness key, in bytes: keys are entries of a B-tree index, whose entries must
-/// stay well under a third of a page.
-pub const MAX_FAIR_KEY_BYTES: usize = 512;
+/// The longest fairness or limit key, in bytes: keys are entries of a B-tree index, whose
+/// entries must stay well under a third of a page.
+pub const MAX_KEY_BYTES: usize = 512;
 
 /// When a job becomes ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -190,6 +195,10 @@ pub struct NewJob {
     /// [`fair_key`](crate::JobOptions::fair_key) template: jobs of the kind are claimed
     /// round-robin across these keys.
     pub fair_key: Option<String>,
+    /// The rendered limit key, when the kind declares a
+    /// [`limit_key`](crate::JobOptions::limit_key) template: the kind's per-key limits count
+    /// the jobs that share it.
+    pub limit_key: Option<String>,
     /// The jobs it runs after: it waits until every one has ended (see [`Dependency`]).
     pub after: Vec<Dependency>,
 }
@@ -227,21 +236,8 @@ impl NewJob {
                 })?)
             }
         };
-        let fair_key = match options.fair_key {
-            None => None,
-            Some(template) => {
-                Some(render_key(template, &payload).map_err(|error| match error {
-                    KeyError::MissingField(field) => EncodeError::FairKeyFieldMissing {
-                        kind: K::NAME,
-                        field,
-                    },
-                    KeyError::Template(source) => EncodeError::FairKeyTemplate {
-                        kind: K::NAME,
-                        source,
-                    },
-                })?)
-            }
-        };
+        let fair_key = render_job_key::<K>("fair_key", options.fair_key, &payload)?;
+        let limit_key = render_job_key::<K>("limit_key", options.limit_key, &payload)?;
         Ok(Self {
             kind: K::NAME,
             queue: options.queue.to_string(),
@@ -252,13 +248,14 @@ impl NewJob {
             dedupe_key,
             dedupe_scope: options.dedupe_scope,
             fair_key,
+            limit_key,
             after: Vec::new(),
         })
     }
 
     /// Checks everything PostgreSQL would refuse, or a worker could never decode, before the job
     /// reaches a connection: the payload's depth and U+0000 anywhere in it (object keys too), in
-    /// the dedupe key and the fairness key; a fairness key too long to index; a queue name that breaks the [name rules](crate::name); a `max_attempts`
+    /// the dedupe, fairness and limit keys; a fairness or limit key too long to index; a queue name that breaks the [name rules](crate::name); a `max_attempts`
     /// the database cannot store; a ready time outside the years 1 to 9999. Every enqueue path
     /// calls it first, so a refused job leaves the caller's transaction as it was.
     pub fn check(&self) -> Result<(), EncodeError> {
@@ -275,18 +272,20 @@ impl NewJob {
                 field: "dedupe_key".into(),
             });
         }
-        if let Some(key) = &self.fair_key {
+        for (name, key) in [("fair_key", &self.fair_key), ("limit_key", &self.limit_key)] {
+            let Some(key) = key else { continue };
             if key.contains('\0') {
                 return Err(EncodeError::NulCharacter {
                     kind,
-                    field: "fair_key".into(),
+                    field: name.into(),
                 });
             }
-            if key.len() > MAX_FAIR_KEY_BYTES {
-                return Err(EncodeError::FairKeyTooLong {
+            if key.len() > MAX_KEY_BYTES {
+                return Err(EncodeError::KeyTooLong {
                     kind,
+                    key: name,
                     bytes: key.len(),
-                    limit: MAX_FAIR_KEY_BYTES,
+                    limit: MAX_KEY_BYTES,
                 });
             }
         }
@@ -332,6 +331,32 @@ impl NewJob {
         self.queue = queue.into();
         self
     }
+}
+
+/// Renders key `name` (`fair_key`, `limit_key`) of a job of kind `K` from `template`, when the
+/// kind declares one.
+fn render_job_key<K: JobKind>(
+    name: &'static str,
+    template: Option<&'static str>,
+    payload: &Value,
+) -> Result<Option<String>, EncodeError> {
+    let Some(template) = template else {
+        return Ok(None);
+    };
+    render_key(template, payload)
+        .map(Some)
+        .map_err(|error| match error {
+            KeyError::MissingField(field) => EncodeError::KeyFieldMissing {
+                kind: K::NAME,
+                key: name,
+                field,
+            },
+            KeyError::Template(source) => EncodeError::KeyTemplate {
+                kind: K::NAME,
+                key: name,
+                source,
+            },
+        })
 }
 
 /// Whether a job enqueued at `now` with `run_at` becomes ready within the years 1 to 9999.
@@ -387,6 +412,7 @@ mod tests {
             dedupe_key: None,
             dedupe_scope: DedupeScope::default(),
             fair_key: None,
+            limit_key: None,
             after: Vec::new(),
         }
     }

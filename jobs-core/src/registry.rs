@@ -50,9 +50,16 @@ pub enum RegistryError {
     },
     /// A kind has a fairness key and a limit on its running jobs or their rate (set in
     /// `#[job]`, which refuses the pair at compile time, or on the worker's builder): a kind is
-    /// claimed either round-robin by its fairness key or under its limit.
-    #[error("job kind `{kind}` has a fairness key (`fair_key`) and a limit (`max_running` or `rate_limit`): a kind is claimed either round-robin by its fairness key or under its limit; put the limited work in a kind of its own")]
+    /// claimed either round-robin by its fairness key or under its limits.
+    #[error("job kind `{kind}` has a fairness key (`fair_key`) and a limit (`max_running`, `rate_limit` or `max_running_per_key`): a kind is claimed either round-robin by its fairness key or under its limits; put the limited work in a kind of its own")]
     FairKeyWithLimit {
+        /// The job kind.
+        kind: &'static str,
+    },
+    /// A kind has a per-key limit but no limit key to count by (a registration built by hand,
+    /// or a run-time limit on a kind whose `#[job]` declares no `limit_key`).
+    #[error("job kind `{kind}` has `max_running_per_key` but no `limit_key` to count its jobs by: declare one in #[job(limit_key = \"<field>\")]")]
+    PerKeyLimitWithoutKey {
         /// The job kind.
         kind: &'static str,
     },
@@ -147,13 +154,20 @@ impl Registry {
     }
 }
 
-/// Checks what a registration would store in every job row (its names and `max_attempts`), and
-/// that a fairness key comes without a limit.
+/// Checks what a registration would store in every job row (its names and `max_attempts`), that
+/// a fairness key comes without a limit, and that a per-key limit comes with a key.
 fn check_registration(registration: &JobRegistration) -> Result<(), RegistryError> {
     let options = &registration.options;
-    if options.fair_key.is_some() && (options.max_running.is_some() || options.rate_limit.is_some())
-    {
+    let limited = options.max_running.is_some()
+        || options.rate_limit.is_some()
+        || options.max_running_per_key.is_some();
+    if options.fair_key.is_some() && limited {
         return Err(RegistryError::FairKeyWithLimit {
+            kind: registration.name,
+        });
+    }
+    if options.max_running_per_key.is_some() && options.limit_key.is_none() {
+        return Err(RegistryError::PerKeyLimitWithoutKey {
             kind: registration.name,
         });
     }

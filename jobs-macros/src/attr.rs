@@ -38,6 +38,8 @@ pub const KEYS: &[&str] = &[
     "max_running",
     "rate_limit",
     "fair_key",
+    "limit_key",
+    "max_running_per_key",
     "crate",
 ];
 
@@ -75,6 +77,9 @@ pub struct JobAttr {
     pub rate_limit: Option<Setting<RateLimit>>,
     /// The fairness key template, checked against the arguments in `valid`.
     pub fair_key: Option<LitStr>,
+    /// The limit key template, checked against the arguments in `valid`.
+    pub limit_key: Option<LitStr>,
+    pub max_running_per_key: Option<Setting<u32>>,
     pub krate: Option<Setting<syn::Path>>,
     /// The keys as written, in order, for errors about a key rather than its value.
     pub keys: Vec<Ident>,
@@ -155,6 +160,8 @@ impl JobAttr {
             "max_running" => self.max_running = at_least_one(key, value, errors),
             "rate_limit" => self.rate_limit = rate_limit(value, errors),
             "fair_key" => self.fair_key = string_literal(key, value, errors),
+            "limit_key" => self.limit_key = string_literal(key, value, errors),
+            "max_running_per_key" => self.max_running_per_key = at_least_one(key, value, errors),
             "crate" => self.krate = crate_path(value, errors),
             _ => unreachable!("keys are checked against KEYS"),
         }
@@ -552,13 +559,16 @@ fn rate_limit(value: &Expr, errors: &mut Errors) -> Option<Setting<RateLimit>> {
     }
 }
 
-/// A count of at least one: `max_missed` or `max_running`.
+/// A count of at least one: `max_missed`, `max_running` or `max_running_per_key`.
 fn at_least_one(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<u32>> {
     let (number, span) = integer(key, value, errors)?;
     if number < 1 {
         let meaning = match key {
             "max_missed" => {
                 "it is the most missed ticks run after one gap; for none, write `missed = \"skip\"`"
+            }
+            "max_running_per_key" => {
+                "it is the most jobs of this kind with the same limit key running at once across all workers"
             }
             _ => "it is the most jobs of this kind running at once across all workers",
         };

@@ -296,6 +296,17 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         Some(template) => quote!(::core::option::Option::Some(#template)),
         None => quote!(::core::option::Option::None),
     };
+    let limit_key = match &attr.limit_key {
+        Some(template) => quote!(::core::option::Option::Some(#template)),
+        None => quote!(::core::option::Option::None),
+    };
+    let max_running_per_key = match &attr.max_running_per_key {
+        Some(max) => {
+            let max = max.value;
+            quote!(::core::option::Option::Some(#max))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let schedule = schedule_tokens(attr, krate);
     let max_running = match &attr.max_running {
         Some(max) => {
@@ -335,6 +346,8 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
             max_running: #max_running,
             rate_limit: #rate_limit,
             fair_key: #fair_key,
+            limit_key: #limit_key,
+            max_running_per_key: #max_running_per_key,
         }
     }
 }

@@ -21,6 +21,10 @@ pub fn check(attr: &JobAttr, job: &JobFn, errors: &mut Errors) {
     if let Some(template) = &attr.fair_key {
         check_template("fair_key", template, job, errors);
     }
+    if let Some(template) = &attr.limit_key {
+        check_template("limit_key", template, job, errors);
+    }
+    check_per_key_limits(attr, errors);
     check_fair_key_alone(attr, errors);
     check_backoff(attr, errors);
     check_heartbeat(attr, errors);
@@ -52,6 +56,17 @@ fn check_template(key: &str, template: &syn::LitStr, job: &JobFn, errors: &mut E
             return;
         }
     };
+    let placeholders = parts
+        .iter()
+        .filter(|part| matches!(part, TemplatePart::Field(_)))
+        .count();
+    if placeholders == 0 && key != "dedupe" {
+        errors.error(
+            template,
+            format!("`{key}` names no argument, so every job would have the same key: write a placeholder such as `\"<tenant_id>\"`"),
+        );
+        return;
+    }
     // The payload keys: argument names without any `r#`.
     let fields: Vec<String> = job
         .data_args()
@@ -69,9 +84,9 @@ fn check_template(key: &str, template: &syn::LitStr, job: &JobFn, errors: &mut E
                 format!("its data arguments are {}", listed.join(", "))
             };
             let what = if key == "dedupe" {
-                "dedupe"
+                String::from("dedupe")
             } else {
-                "`fair_key`"
+                format!("`{key}`")
             };
             errors.error(
                 template,
@@ -90,11 +105,31 @@ fn check_fair_key_alone(attr: &JobAttr, errors: &mut Errors) {
     let Some(template) = &attr.fair_key else {
         return;
     };
-    for limit in ["max_running", "rate_limit"] {
+    for limit in ["max_running", "rate_limit", "max_running_per_key"] {
         if attr.has(limit) {
             errors.error(
                 template,
                 format!("`fair_key` cannot be combined with `{limit}`: a kind is claimed either round-robin by its fairness key or under its limit; put the limited work in a kind of its own"),
+            );
+        }
+    }
+}
+
+/// Checks that a per-key limit has a key to count by, and a limit key a limit to key.
+fn check_per_key_limits(attr: &JobAttr, errors: &mut Errors) {
+    if let Some(limit) = attr.key("max_running_per_key") {
+        if !attr.has("limit_key") {
+            errors.error(
+                limit,
+                "`max_running_per_key` needs a `limit_key` to count jobs by, such as `limit_key = \"<merchant_id>\"`",
+            );
+        }
+    }
+    if let Some(template) = &attr.limit_key {
+        if !attr.has("max_running_per_key") {
+            errors.error(
+                template,
+                "`limit_key` keys no limit: add `max_running_per_key = N` (at most N jobs with the same key running at once)",
             );
         }
     }

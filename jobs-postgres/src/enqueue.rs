@@ -234,10 +234,8 @@ pub(crate) async fn insert_checked(
 ) -> Result<Vec<Enqueued>, EnqueueError> {
     match jobs {
         [] => Ok(Vec::new()),
-        [first, rest @ ..]
-            if first.dedupe_key.is_none()
-                && rest.iter().all(|job| store::same_shape(first, job)) =>
-        {
+        // The first job too: its keys must be absent for the shared values to be all it has.
+        [first, ..] if jobs.iter().all(|job| store::same_shape(first, job)) => {
             let mut ids = store::insert_uniform_jobs(conn, first, jobs, batch).await?;
             if ids.len() != jobs.len() {
                 return Err(fewer_rows_than_jobs());

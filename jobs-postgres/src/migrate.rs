@@ -70,6 +70,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(17, "workflow_steps", "0017_workflow_steps.sql"),
     migration!(18, "rate_limits", "0018_rate_limits.sql"),
     migration!(19, "fair_share", "0019_fair_share.sql"),
+    migration!(20, "per_key_limits", "0020_per_key_limits.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

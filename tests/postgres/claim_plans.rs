@@ -454,3 +454,116 @@ async fn a_fair_claim_keeps_one_plan_per_connection() {
         "planned one-off only for the first five executions"
     );
 }
+
+/// [`check_plans`] of [`sql::CLAIM_KEY_LIMITED_JOBS`], a claim of up to 16 `per_merchant` jobs
+/// from queue `default` with at most 2 running per key, `max_running` in all, going on after
+/// `cursor`; returns the rows each plan took.
+async fn check_key_limited_claim(
+    db: &Db,
+    max_running: Option<i64>,
+    cursor: Option<&str>,
+) -> [i64; 2] {
+    let explain = explain_analyze(sql::CLAIM_KEY_LIMITED_JOBS);
+    let query = sqlx::query_scalar(&explain)
+        .bind("per_merchant")
+        .bind("default")
+        .bind(16_i64)
+        .bind(max_running)
+        .bind(30.0_f64)
+        .bind(None::<i32>)
+        .bind(None::<f64>)
+        .bind(2_i64)
+        .bind(cursor);
+    let arguments = [
+        "'per_merchant'".to_string(),
+        "'default'".to_string(),
+        "16".to_string(),
+        literal(max_running, "bigint"),
+        "30.0".to_string(),
+        "NULL::integer".to_string(),
+        "NULL::float8".to_string(),
+        "2".to_string(),
+        cursor.map_or_else(|| "NULL::text".to_string(), |cursor| format!("'{cursor}'")),
+    ];
+    let name = format!(
+        "CLAIM_KEY_LIMITED_JOBS (after {}, running limit {})",
+        cursor.unwrap_or("no key"),
+        literal(max_running, "bigint")
+    );
+    check_plans(db, &name, sql::CLAIM_KEY_LIMITED_JOBS, query, &arguments).await
+}
+
+/// A claim under a per-key limit walks keys, one descent each, passing over the keys whose
+/// running jobs fill their limit (one descent each), not their jobs: with 1,000 merchants of 100
+/// due jobs each, the first 20 of them full (2 running each), and the foreign backlog, a claim of
+/// 16 reads a few pages, wherever its round starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_limited_claim_walks_keys_not_jobs() {
+    let db = backlog_of_another_kind().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
+                now() - interval '2 hours' + n * interval '30 ms',
+                'merchant ' || lpad((n % 1000)::text, 4, '0')
+         FROM generate_series(1, 100000) AS n",
+    )
+    .await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, state, attempts, attempted_at,
+                                 lease_token, lease_expires_at, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8, 'running', 1,
+                now(), gen_random_uuid(), now() + interval '1 hour',
+                'merchant ' || lpad((n % 20)::text, 4, '0')
+         FROM generate_series(1, 40) AS n",
+    )
+    .await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
+    for cursor in [None, Some("merchant 0500"), Some("merchant 0999")] {
+        assert_eq!(check_key_limited_claim(&db, None, cursor).await, [16, 16]);
+    }
+    assert_eq!(
+        check_key_limited_claim(&db, Some(1_000), None).await,
+        [16, 16]
+    );
+    // A running limit the running jobs fill: nothing to walk.
+    assert_eq!(check_key_limited_claim(&db, Some(40), None).await, [0, 0]);
+}
+
+/// [`sql::CLAIM_KEY_LIMITED_JOBS`] is planned once per connection too, whatever the number of
+/// jobs asked for and wherever its round starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_limited_claim_keeps_one_plan_per_connection() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
+                'merchant ' || (n % 200)
+         FROM generate_series(1, 2000) AS n",
+    )
+    .await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut cursor: Option<String> = None;
+    for call in 0..10 {
+        let limit: i64 = if call % 2 == 0 { 1 } else { 16 };
+        let rows = sqlx::query(sql::CLAIM_KEY_LIMITED_JOBS)
+            .bind("per_merchant")
+            .bind("default")
+            .bind(limit)
+            .bind(None::<i64>)
+            .bind(30.0_f64)
+            .bind(None::<i32>)
+            .bind(None::<f64>)
+            .bind(2_i64)
+            .bind(cursor.as_deref())
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(rows.len() as i64, limit, "claimed what it was asked for");
+        cursor = rows[0].get("key_cursor");
+    }
+    assert_eq!(
+        plans_made(&mut conn, sql::CLAIM_KEY_LIMITED_JOBS).await,
+        (5, 5),
+        "planned one-off only for the first five executions"
+    );
+}

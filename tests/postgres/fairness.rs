@@ -4,8 +4,7 @@
 
 use jobs::postgres::__private::sql;
 use jobs::{
-    job, EncodeError, EnqueueError, JobResult, RegistryError, Worker, WorkerError,
-    MAX_FAIR_KEY_BYTES,
+    job, EncodeError, EnqueueError, JobResult, RegistryError, Worker, WorkerError, MAX_KEY_BYTES,
 };
 use sqlx::{PgConnection, Row};
 
@@ -58,14 +57,15 @@ async fn a_flood_of_one_tenant_delays_another_tenants_jobs_by_about_one_round() 
     db.wait_for_count("tenant b's ten jobs done", b_done, 10)
         .await;
     worker.shutdown().await.unwrap();
-    // The jobs of tenant a that started between b's enqueue and b's last start.
+    // The jobs of tenant a that started between b's first start and b's last.
     let (a_between, delay_ms, a_done): (i64, f64, i64) = sqlx::query_as(
         "WITH b AS (
-             SELECT max(created_at) AS enqueued, max(attempted_at) AS last_start
+             SELECT max(created_at) AS enqueued, min(attempted_at) AS first_start,
+                    max(attempted_at) AS last_start
              FROM jobs_queue WHERE fair_key = 'tenant:\"b\"'
          )
          SELECT (SELECT count(*) FROM jobs_queue, b
-                 WHERE fair_key = 'tenant:\"a\"' AND attempted_at > b.enqueued
+                 WHERE fair_key = 'tenant:\"a\"' AND attempted_at >= b.first_start
                    AND attempted_at <= b.last_start),
                 (SELECT extract(epoch FROM last_start - enqueued)::float8 * 1000 FROM b),
                 (SELECT count(*) FROM jobs_queue WHERE fair_key = 'tenant:\"a\"' AND state = 'done')",
@@ -76,13 +76,13 @@ async fn a_flood_of_one_tenant_delays_another_tenants_jobs_by_about_one_round() 
     println!(
         "tenant b's 10 jobs, enqueued behind {a_done} done and the rest of 100,000 of tenant a's: \
          the last started {delay_ms:.1} ms after b's enqueue, with {a_between} of a's jobs started \
-         in between (concurrency {CONCURRENCY})"
+         from b's first start to b's last (concurrency {CONCURRENCY})"
     );
     // Oldest first, every one of a's 98,000-odd remaining jobs would start before b's.
-    // Round-robin, b's jobs share each claim with a's: a gets the claims already under way
-    // when b's jobs committed (at most one job per slot), about as many as b in the rounds that
-    // start b's, and, in the round of b's last job, the slots b could not fill.
-    let bound = CONCURRENCY as i64 + 10 + CONCURRENCY as i64;
+    // Round-robin, b's jobs share each claim with a's: in each claim that starts some of b's, a
+    // gets at most one more than b (the share is rounded up), so at most 10 + 10 in the claims
+    // that start b's ten; and in the claim of b's last job, the slots b could not fill.
+    let bound = 10 + 10 + CONCURRENCY as i64;
     assert!(
         a_between <= bound,
         "{a_between} of tenant a's jobs started between b's enqueue and b's last start (at most {bound} expected)"
@@ -142,12 +142,16 @@ async fn a_claim_takes_turns_between_keys_and_goes_on_where_the_last_one_ended()
     // Three keys share four jobs: one each, then a second of the first key.
     let (keys, cursor) = claim_round(&mut conn, 4, None).await;
     assert_eq!(keys, ["a", "a", "b", "c"]);
-    assert_eq!(cursor.as_deref(), Some("c"), "the last key visited");
+    assert_eq!(
+        cursor.as_deref(),
+        Some("a"),
+        "the key of the last job taken"
+    );
 
-    // The next round starts after `c`, wrapping around to `a`.
+    // The next round starts after `a`: `b`, then around to `a` (`c` has none left).
     let (keys, cursor) = claim_round(&mut conn, 2, cursor.as_deref()).await;
     assert_eq!(keys, ["a", "b"]);
-    assert_eq!(cursor.as_deref(), Some("b"));
+    assert_eq!(cursor.as_deref(), Some("a"));
 
     // Only `a` has jobs left: alone, it takes every slot it can fill.
     let (keys, cursor) = claim_round(&mut conn, 10, cursor.as_deref()).await;
@@ -156,6 +160,27 @@ async fn a_claim_takes_turns_between_keys_and_goes_on_where_the_last_one_ended()
 
     let (keys, cursor) = claim_round(&mut conn, 10, cursor.as_deref()).await;
     assert!(keys.is_empty() && cursor.is_none(), "nothing left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_with_backlogs_get_equal_shares_claim_after_claim() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["x"; 30]).await;
+    insert_keyed(&db, &["y"; 30]).await;
+    insert_keyed(&db, &["z"; 30]).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut cursor = None;
+    let mut taken: Vec<String> = Vec::new();
+    // Claims of 10 between 3 keys: the share is rounded up, and the key that gets the extra job
+    // goes round with the cursor.
+    for _ in 0..6 {
+        let (keys, next) = claim_round(&mut conn, 10, cursor.as_deref()).await;
+        assert_eq!(keys.len(), 10);
+        taken.extend(keys);
+        cursor = next;
+    }
+    let count = |key: &str| taken.iter().filter(|taken| *taken == key).count();
+    assert_eq!([count("x"), count("y"), count("z")], [20, 20, 20]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,6 +258,16 @@ async fn every_enqueue_path_stores_the_rendered_key() {
         .await
         .unwrap()
         .id();
+    // One job through the bulk path, which writes keyless jobs alike in a cheaper statement.
+    let alone = tenant_task::enqueue_many(
+        &db.pool,
+        [tenant_task::Args {
+            tenant: "umbrella".into(),
+            n: 3,
+        }],
+    )
+    .await
+    .unwrap();
     let keys: Vec<(i64, String)> = db
         .rows("SELECT id, fair_key FROM jobs_queue ORDER BY id")
         .await;
@@ -243,6 +278,7 @@ async fn every_enqueue_path_stores_the_rendered_key() {
             (deduped, "\"acme\"".to_string()),
             (many[0].id(), "\"globex\"".to_string()),
             (dependent, "tenant:\"initech\"".to_string()),
+            (alone[0].id(), "tenant:\"umbrella\"".to_string()),
         ]
     );
 }
@@ -257,13 +293,13 @@ async fn a_key_too_long_to_index_is_refused_before_the_database() {
         .execute(&mut *tx)
         .await
         .unwrap();
-    let error = tenant_task::enqueue_in(&mut tx, "x".repeat(MAX_FAIR_KEY_BYTES), 1)
+    let error = tenant_task::enqueue_in(&mut tx, "x".repeat(MAX_KEY_BYTES), 1)
         .await
         .expect_err("refused");
     assert!(
         matches!(
             error,
-            EnqueueError::Encode(EncodeError::FairKeyTooLong { limit, .. }) if limit == MAX_FAIR_KEY_BYTES
+            EnqueueError::Encode(EncodeError::KeyTooLong { key: "fair_key", limit, .. }) if limit == MAX_KEY_BYTES
         ),
         "{error:?}"
     );

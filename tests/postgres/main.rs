@@ -25,6 +25,7 @@ mod fairness;
 mod find_jobs;
 mod gauges_shared;
 mod job_cancel;
+mod key_limits;
 mod lease_control;
 mod lease_tokens;
 mod limits;

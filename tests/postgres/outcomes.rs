@@ -23,6 +23,7 @@ async fn enqueue_untyped(db: &Db, kind: &'static str, payload: Value, priority: 
         dedupe_key: None,
         dedupe_scope: DedupeScope::Retained,
         fair_key: None,
+        limit_key: None,
         after: Vec::new(),
     };
     let mut conn = db.pool.acquire().await.unwrap();

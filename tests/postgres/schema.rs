@@ -52,7 +52,9 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (15, "workflows".to_string()),
             (16, "operating_workflows".to_string()),
             (17, "workflow_steps".to_string()),
-            (18, "rate_limits".to_string())
+            (18, "rate_limits".to_string()),
+            (19, "fair_share".to_string()),
+            (20, "per_key_limits".to_string())
         ]
     );
     let sqlx_history: Option<String> =

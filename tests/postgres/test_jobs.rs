@@ -313,3 +313,18 @@ pub async fn tenant_task(tenant: String, n: u32) -> JobResult {
     let _ = (tenant, n);
     Ok(())
 }
+
+/// Records each run and works `millis` ms, with at most 2 running per merchant across all
+/// workers.
+#[job(limit_key = "<merchant>", max_running_per_key = 2)]
+pub async fn per_merchant(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    merchant: String,
+    millis: u64,
+) -> JobResult {
+    let _ = merchant;
+    record(&pool, &ctx).await?;
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+    Ok(())
+}

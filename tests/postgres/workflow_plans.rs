@@ -144,6 +144,7 @@ async fn every_workflow_statement_reads_through_indexes_on_a_million_rows() {
             .bind(None::<String>)
             .bind(None::<String>)
             .bind(None::<String>)
+            .bind(None::<String>)
             .bind(vec![prerequisite, finished_prerequisite])
             .bind(vec!["cancel", "run"]),
     )

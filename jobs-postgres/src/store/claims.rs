@@ -236,12 +236,14 @@ macro_rules! first_fair_key {
 /// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
 /// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
 /// previous claim took a job of (null at first). Returns what [`CLAIM_JOBS`] returns, and on
-/// every row `fair_cursor`: the last key this claim took a job of, where the next one goes on.
+/// every row `fair_cursor`: the key of the last job this claim took in turn order, where the
+/// next one goes on.
 ///
 /// The keys are visited in their order as a ring, starting after `$5` and wrapping around to
 /// the first: up to `$3` keys that have due jobs, each found by one descent of the index
 /// `jobs_queue_ready_fair` (a loose index scan: the jobs of a key are never walked to find the
-/// next). Each visited key offers its first jobs in claim order (priority, `run_at`, id), as many
+/// next; `OFFSET 0` keeps PostgreSQL from evaluating the descent once per use of its result).
+/// The descent does pass the entries of the key's jobs claimed since the last vacuum. Each visited key offers its first jobs in claim order (priority, `run_at`, id), as many
 /// as `$3` shared between the keys visited, rounded up; the claim takes them turn by turn, the
 /// first job of every key, then the second, up to `$3`. So a key with 100,000 jobs and a key
 /// with 10 share a claim evenly, and a key alone takes every free slot. The jobs offered beyond
@@ -258,7 +260,7 @@ WITH RECURSIVE ring AS (
     ",
                           ",
     first_fair_key!(),
-    ") AS key) AS first
+    ") AS key OFFSET 0) AS first
     WHERE first.key IS NOT NULL AND ",
     queue_not_paused!("$1"),
     "
@@ -270,12 +272,12 @@ WITH RECURSIVE ring AS (
     ",
                                         ",
     first_fair_key!(),
-    ") AS key) AS next
+    ") AS key OFFSET 0) AS next
     WHERE ring.visited < $3 AND next.key <> ring.start
 ), share AS (
     SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
 ), claimable AS (
-    SELECT offered.id, ring.key, ring.visited
+    SELECT offered.id, ring.key, ring.visited, offered.turn
     FROM ring
     CROSS JOIN LATERAL (
         SELECT locked.id,
@@ -296,7 +298,8 @@ WITH RECURSIVE ring AS (
     claimed_jobs!("$4::float8"),
     "
 )
-SELECT claimed.*, (SELECT key FROM claimable ORDER BY visited DESC LIMIT 1) AS fair_cursor
+SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
+                  AS fair_cursor
 FROM claimed"
 );
 
@@ -304,6 +307,99 @@ FROM claimed"
 /// running jobs or on their rate (see [`CLAIM_LIMITED_JOBS`]).
 pub const LOCK_LIMITED_KIND: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
+
+/// The limits of a limited claim, as two CTEs: `kept_starts`, the starts of kind `$1` still
+/// inside the longer of the window `$7` and its row's, and `room`, how many jobs the claim may
+/// take: no more than `$3`, than leave at most `$4` of the kind running, nor than leave at most
+/// `$6` started in the last `$7` seconds (either limit off when null). See
+/// [`CLAIM_LIMITED_JOBS`].
+macro_rules! limited_room {
+    () => {
+        "kept_starts AS (
+    SELECT least(started.at, statement_timestamp()) AS at, started.jobs,
+           floor(extract(epoch FROM least(started.at, statement_timestamp())) / ($7::float8 / 64))
+             = floor(extract(epoch FROM statement_timestamp()) / ($7::float8 / 64))
+             AS in_this_slice
+    FROM jobs_rate_limits AS rate,
+         unnest(rate.started_at, rate.started) AS started(at, jobs)
+    WHERE rate.kind = $1 AND $6::integer IS NOT NULL
+      AND started.at > statement_timestamp()
+                       - make_interval(secs => greatest($7::float8, rate.window_secs))
+), room AS (
+    SELECT greatest(0, least(
+        $3,
+        CASE WHEN $4::bigint IS NULL THEN $3
+             ELSE $4 - (SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)
+        END,
+        CASE WHEN $6::integer IS NULL THEN $3
+             ELSE $6 - (SELECT coalesce(sum(jobs), 0) FROM kept_starts
+                        WHERE at > statement_timestamp() - make_interval(secs => $7::float8))
+        END)) AS jobs
+)"
+    };
+}
+
+/// The CTE `starts_recorded` of a limited claim: under a rate limit (`$6`, `$7`), rewrites kind
+/// `$1`'s row of `jobs_rate_limits` with the starts of `kept_starts` and those of `claimed`. See
+/// [`CLAIM_LIMITED_JOBS`].
+macro_rules! starts_recorded {
+    () => {
+        "starts_recorded AS (
+    INSERT INTO jobs_rate_limits AS rate (kind, window_secs, started_at, started)
+    SELECT $1, $7,
+           ARRAY(SELECT at FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
+             || statement_timestamp(),
+           ARRAY(SELECT jobs FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
+             || (count(*) + (SELECT coalesce(sum(jobs), 0) FROM kept_starts
+                             WHERE in_this_slice))::integer
+    FROM claimed
+    WHERE $6::integer IS NOT NULL
+    HAVING count(*) > 0
+    ON CONFLICT (kind) DO UPDATE
+    SET window_secs = excluded.window_secs, started_at = excluded.started_at,
+        started = excluded.started
+)"
+    };
+}
+
+/// [`CLAIM_LIMITED_JOBS`], with `$where` narrowing each queue's scan.
+macro_rules! claim_limited_jobs {
+    ($where:literal) => {
+        concat!(
+            "
+WITH ",
+            limited_room!(),
+            ", claimable AS (
+    SELECT id FROM (
+        SELECT candidate.id, candidate.priority, candidate.run_at
+        FROM unnest((SELECT $2::text[])) AS claimed(queue)
+        CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM jobs_queue
+            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1
+              AND run_at <= statement_timestamp()
+              AND ",
+            queue_not_paused!("claimed.queue"),
+            $where,
+            "
+            ORDER BY priority DESC, run_at, id
+            LIMIT (SELECT jobs FROM room)
+            FOR UPDATE SKIP LOCKED
+        ) AS candidate
+        ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+        LIMIT (SELECT $3::bigint)
+    ) AS first
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT jobs FROM room)
+), claimed AS (",
+            claimed_jobs!("$5", "statement_timestamp()"),
+            "
+), ",
+            starts_recorded!(),
+            "
+SELECT * FROM claimed"
+        )
+    };
+}
 
 /// Claims up to `$3` ready jobs of kind `$1` from queues `$2`, each leased for `$5` seconds, but
 /// no more than leave at most `$4` jobs of the kind running across all workers, and no more
@@ -329,68 +425,136 @@ pub const LOCK_LIMITED_KIND: &str =
 /// [`CLAIM_JOBS`] scans each kind, so jobs of other kinds cost nothing; the running jobs are
 /// counted through the index of running jobs (`jobs_queue_leases`), whose size is bounded by the
 /// slots of all workers, not by the backlog, and only under a running limit.
-pub const CLAIM_LIMITED_JOBS: &str = concat!(
+pub const CLAIM_LIMITED_JOBS: &str = claim_limited_jobs!("");
+
+/// [`CLAIM_LIMITED_JOBS`] for the jobs without a limit key of a kind with a per-key limit (jobs
+/// enqueued before the kind declared its key): the kind's own limits hold, no per-key one.
+pub const CLAIM_UNKEYED_LIMITED_JOBS: &str =
+    claim_limited_jobs!("\n              AND limit_key IS NULL");
+
+/// The first limit key after `$after` (an SQL expression; none when null) that has a due job of
+/// kind `$1` ready in queue `$2`, at the claim's time: one descent of
+/// `jobs_queue_ready_limit_key`.
+macro_rules! next_limit_key {
+    ($after:literal) => {
+        concat!(
+            "(SELECT limit_key FROM jobs_queue
+              WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key IS NOT NULL
+                AND limit_key > ",
+            $after,
+            " AND run_at <= statement_timestamp()
+              ORDER BY limit_key LIMIT 1)"
+        )
+    };
+}
+
+/// The first limit key that has a due job of kind `$1` ready in queue `$2`: where the ring of
+/// keys starts again.
+macro_rules! first_limit_key {
+    () => {
+        "(SELECT limit_key FROM jobs_queue
+              WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key IS NOT NULL
+                AND run_at <= statement_timestamp()
+              ORDER BY limit_key LIMIT 1)"
+    };
+}
+
+/// Claims up to `$3` ready jobs of kind `$1`, which has a per-key limit, from queue `$2`, each
+/// leased for `$5` seconds: no more than leave at most `$8` jobs with the same limit key running
+/// across all workers, nor than the kind's own limits allow (`$4`, `$6`, `$7` as in
+/// [`CLAIM_LIMITED_JOBS`]). `$9` is the last key the previous claim took a job of (null at
+/// first). Run after [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_JOBS`]
+/// returns, and on every row `key_cursor`: the key of the last job this claim took in turn
+/// order, where the next one goes on.
+///
+/// The running jobs of the kind are counted per key through the index of running jobs (bounded
+/// by all workers' slots). The keys with due jobs are visited as a ring in key order, starting
+/// after `$9` and wrapping around, each found by one descent of `jobs_queue_ready_limit_key` (a
+/// loose index scan): the keys whose running jobs fill their limit are passed over (at most as
+/// many as there are such keys, since each has a running job), until as many keys with room as
+/// the claim may take jobs are found. Each key with room offers its first jobs in claim order,
+/// no more than its room, and as many as the claim may take shared between those keys, rounded
+/// up; the claim takes them turn by turn, the first job of every key, then the second. So the
+/// keys take turns, and a key with a backlog never holds back the others.
+pub const CLAIM_KEY_LIMITED_JOBS: &str = concat!(
     "
-WITH kept_starts AS (
-    SELECT least(started.at, statement_timestamp()) AS at, started.jobs,
-           floor(extract(epoch FROM least(started.at, statement_timestamp())) / ($7::float8 / 64))
-             = floor(extract(epoch FROM statement_timestamp()) / ($7::float8 / 64))
-             AS in_this_slice
-    FROM jobs_rate_limits AS rate,
-         unnest(rate.started_at, rate.started) AS started(at, jobs)
-    WHERE rate.kind = $1 AND $6::integer IS NOT NULL
-      AND started.at > statement_timestamp()
-                       - make_interval(secs => greatest($7::float8, rate.window_secs))
-), room AS (
-    SELECT greatest(0, least(
-        $3,
-        CASE WHEN $4::bigint IS NULL THEN $3
-             ELSE $4 - (SELECT count(*) FROM jobs_queue WHERE state = 'running' AND kind = $1)
-        END,
-        CASE WHEN $6::integer IS NULL THEN $3
-             ELSE $6 - (SELECT coalesce(sum(jobs), 0) FROM kept_starts
-                        WHERE at > statement_timestamp() - make_interval(secs => $7::float8))
-        END)) AS jobs
+WITH RECURSIVE ",
+    limited_room!(),
+    ", running_keys AS (
+    SELECT limit_key AS key, count(*) AS running FROM jobs_queue
+    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
+    GROUP BY limit_key
+), full_keys AS (
+    SELECT key FROM running_keys WHERE running >= $8
+), ring AS (
+    SELECT first.key, first.key AS start, 1 AS visited,
+           CASE WHEN first.key IN (SELECT key FROM full_keys) THEN 0 ELSE 1 END AS opened
+    FROM (SELECT coalesce(",
+    next_limit_key!("$9"),
+    ",
+                          ",
+    first_limit_key!(),
+    ") AS key OFFSET 0) AS first
+    WHERE first.key IS NOT NULL AND (SELECT jobs FROM room) > 0 AND ",
+    queue_not_paused!("$2"),
+    "
+    UNION ALL
+    SELECT next.key, ring.start, ring.visited + 1,
+           ring.opened + CASE WHEN next.key IN (SELECT key FROM full_keys) THEN 0 ELSE 1 END
+    FROM ring
+    CROSS JOIN LATERAL (SELECT coalesce(",
+    next_limit_key!("ring.key"),
+    ",
+                                        ",
+    first_limit_key!(),
+    ") AS key OFFSET 0) AS next
+    WHERE ring.opened < (SELECT jobs FROM room)
+      AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM full_keys)
+      AND next.key <> ring.start
+), open_keys AS (
+    SELECT ring.key, ring.visited,
+           $8 - coalesce((SELECT running FROM running_keys WHERE running_keys.key = ring.key), 0)
+             AS room
+    FROM ring
+    WHERE ring.key NOT IN (SELECT key FROM full_keys)
+), share AS (
+    SELECT ceil((SELECT jobs FROM room)::numeric / greatest(count(*), 1))::bigint AS jobs
+    FROM open_keys
 ), claimable AS (
-    SELECT id FROM (
-        SELECT candidate.id, candidate.priority, candidate.run_at
-        FROM unnest((SELECT $2::text[])) AS claimed(queue)
-        CROSS JOIN LATERAL (
+    SELECT offered.id, open_keys.key, open_keys.visited, offered.turn
+    FROM open_keys
+    CROSS JOIN LATERAL (
+        SELECT locked.id,
+               row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id) AS turn
+        FROM (
             SELECT id, priority, run_at FROM jobs_queue
-            WHERE state = 'ready' AND queue = claimed.queue AND kind = $1
+            WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key = open_keys.key
               AND run_at <= statement_timestamp()
-              AND ",
-    queue_not_paused!("claimed.queue"),
-    "
             ORDER BY priority DESC, run_at, id
-            LIMIT (SELECT jobs FROM room)
+            LIMIT least(open_keys.room, (SELECT jobs FROM share))
             FOR UPDATE SKIP LOCKED
-        ) AS candidate
-        ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-        LIMIT (SELECT $3::bigint)
-    ) AS first
-    ORDER BY priority DESC, run_at, id
+        ) AS locked
+    ) AS offered
+    ORDER BY offered.turn, open_keys.visited
     LIMIT (SELECT jobs FROM room)
 ), claimed AS (",
     claimed_jobs!("$5", "statement_timestamp()"),
     "
-), starts_recorded AS (
-    INSERT INTO jobs_rate_limits AS rate (kind, window_secs, started_at, started)
-    SELECT $1, $7,
-           ARRAY(SELECT at FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
-             || statement_timestamp(),
-           ARRAY(SELECT jobs FROM kept_starts WHERE NOT in_this_slice ORDER BY at)
-             || (count(*) + (SELECT coalesce(sum(jobs), 0) FROM kept_starts
-                             WHERE in_this_slice))::integer
-    FROM claimed
-    WHERE $6::integer IS NOT NULL
-    HAVING count(*) > 0
-    ON CONFLICT (kind) DO UPDATE
-    SET window_secs = excluded.window_secs, started_at = excluded.started_at,
-        started = excluded.started
-)
-SELECT * FROM claimed"
+), ",
+    starts_recorded!(),
+    "
+SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
+                  AS key_cursor
+FROM claimed"
 );
+
+/// Whether a due job of kind `$1` with a limit key is ready in queue `$2`: after a claim of a
+/// kind with a per-key limit that took nothing, whether the jobs without a key may be claimed
+/// (they are claimed only when no keyed job is due).
+pub const KEYED_JOBS_DUE: &str = "
+SELECT EXISTS (SELECT FROM jobs_queue
+               WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key IS NOT NULL
+                 AND run_at <= statement_timestamp())";
 
 /// Seconds from now until kind `$1`'s rate limit, at most `$2` starts in any `$3` seconds, lets
 /// a job start again; no row when it lets one start now. Run after a claim of the kind, under
@@ -580,24 +744,8 @@ pub async fn claim_limited(
         .bind(rate_window)
         .fetch_all(&mut *transaction)
         .await?;
-    let mut held_back = false;
-    if jobs.len() < limit {
-        held_back = sqlx::query_scalar(DUE_JOBS_REMAIN)
-            .bind(kind)
-            .bind(queues)
-            .fetch_one(&mut *transaction)
-            .await?;
-    }
-    let mut rate_room_in = None;
-    if held_back && rate_limit.is_some() {
-        let seconds: Option<f64> = sqlx::query_scalar(RATE_LIMIT_ROOM_IN)
-            .bind(kind)
-            .bind(rate_jobs)
-            .bind(rate_window)
-            .fetch_optional(&mut *transaction)
-            .await?;
-        rate_room_in = seconds.map(|seconds| Duration::from_secs_f64(seconds.max(0.0)));
-    }
+    let (held_back, rate_room_in) =
+        held_back(&mut transaction, kind, queues, limit, &jobs, rate_limit).await?;
     transaction.commit().await?;
     Ok(LimitedClaim {
         jobs,
@@ -618,9 +766,10 @@ struct FairClaimedJob {
 /// leased for `lease`: round-robin across the jobs' keys, going on after `cursor` (the last key
 /// the previous claim took a job of), which it moves to the last key this claim took one of.
 ///
-/// When the round comes back with fewer jobs than asked for, the rest are claimed the usual
-/// way, oldest first: the jobs of the kind without a key (enqueued before the kind declared one)
-/// are claimed that way, as are jobs a concurrent claim kept from the round.
+/// When a round comes back with fewer jobs than asked for (its keys had fewer jobs than their
+/// share), another round takes the rest, after the key the last one ended at. When a round comes
+/// back empty, the rest are claimed the usual way, oldest first: the jobs of the kind without a
+/// key (enqueued before the kind declared one) are claimed that way, once no keyed job is due.
 pub async fn claim_fair(
     pool: &PgPool,
     queue: &str,
@@ -629,21 +778,157 @@ pub async fn claim_fair(
     limit: usize,
     cursor: &mut Option<String>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    let rows: Vec<FairClaimedJob> = sqlx::query_as(CLAIM_FAIR_JOBS)
-        .bind(queue)
+    let mut jobs: Vec<ClaimedJob> = Vec::new();
+    while jobs.len() < limit {
+        let rows: Vec<FairClaimedJob> = sqlx::query_as(CLAIM_FAIR_JOBS)
+            .bind(queue)
+            .bind(kind)
+            .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
+            .bind(lease.as_secs_f64())
+            .bind(cursor.as_deref())
+            .fetch_all(pool)
+            .await?;
+        let Some(last) = rows.first().map(|row| row.fair_cursor.clone()) else {
+            // No keyed job left to take: the rest oldest first.
+            let rest = claim(pool, queue, &[kind], &[lease], limit - jobs.len(), None).await?;
+            jobs.extend(rest);
+            break;
+        };
+        *cursor = last;
+        jobs.extend(rows.into_iter().map(|row| row.job));
+    }
+    Ok(jobs)
+}
+
+/// After a limited claim of `limit` jobs of `kind` from `queues` that took `jobs`, in its
+/// transaction: whether due jobs of the kind remain that a limit held back (when the claim took
+/// fewer than asked), and if so, when the kind's rate limit lets the next job start.
+async fn held_back(
+    transaction: &mut sqlx::PgConnection,
+    kind: &str,
+    queues: &[String],
+    limit: usize,
+    jobs: &[ClaimedJob],
+    rate_limit: Option<RateLimit>,
+) -> Result<(bool, Option<Duration>), sqlx::Error> {
+    if jobs.len() >= limit {
+        return Ok((false, None));
+    }
+    let held_back: bool = sqlx::query_scalar(DUE_JOBS_REMAIN)
         .bind(kind)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(lease.as_secs_f64())
-        .bind(cursor.as_deref())
-        .fetch_all(pool)
+        .bind(queues)
+        .fetch_one(&mut *transaction)
         .await?;
-    if let Some(last) = rows.first().and_then(|row| row.fair_cursor.clone()) {
+    let Some(rate) = rate_limit.filter(|_| held_back) else {
+        return Ok((held_back, None));
+    };
+    let seconds: Option<f64> = sqlx::query_scalar(RATE_LIMIT_ROOM_IN)
+        .bind(kind)
+        .bind(i32::try_from(rate.jobs()).unwrap_or(i32::MAX))
+        .bind(rate.per().as_secs_f64())
+        .fetch_optional(&mut *transaction)
+        .await?;
+    Ok((
+        held_back,
+        seconds.map(|seconds| Duration::from_secs_f64(seconds.max(0.0))),
+    ))
+}
+
+/// A row of [`CLAIM_KEY_LIMITED_JOBS`]: a claimed job, and the key the claim's round ended at.
+#[derive(Debug, FromRow)]
+struct KeyLimitedClaimedJob {
+    #[sqlx(flatten)]
+    job: ClaimedJob,
+    key_cursor: Option<String>,
+}
+
+/// The limits of a kind, as a claim enforces them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KindLimits {
+    /// Most jobs of the kind running at once across all workers, if limited.
+    pub max_running: Option<u32>,
+    /// Most jobs of the kind started in any window of the limit's length, if limited.
+    pub rate_limit: Option<RateLimit>,
+    /// Most jobs of the kind with the same limit key running at once, if limited.
+    pub max_running_per_key: Option<u32>,
+}
+
+/// Claims up to `limit` ready jobs of `kind`, which has a per-key limit, from `queue`, each
+/// leased for `lease`, within `limits`: round-robin across the limit keys with room, going on
+/// after `cursor` (the last key the previous claim took a job of), which it moves to the last
+/// key this claim took one of. One transaction: the kind's advisory lock, the claim, and, when
+/// the claim took fewer than `limit`, whether due jobs remain (held back) and, if so, when the
+/// kind's rate limit lets the next job start.
+///
+/// Jobs of the kind without a limit key (enqueued before the kind declared one) are claimed,
+/// within the kind's own limits, only when the claim took nothing and no job with a key is due.
+pub async fn claim_key_limited(
+    pool: &PgPool,
+    kind: &str,
+    queue: &str,
+    limit: usize,
+    limits: KindLimits,
+    lease: Duration,
+    cursor: &mut Option<String>,
+) -> Result<LimitedClaim, sqlx::Error> {
+    let queues = [queue.to_owned()];
+    let mut transaction = pool.begin().await?;
+    sqlx::query(LOCK_LIMITED_KIND)
+        .bind(kind)
+        .execute(&mut *transaction)
+        .await?;
+    let rate_jobs = limits
+        .rate_limit
+        .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
+    let rate_window = limits.rate_limit.map(|rate| rate.per().as_secs_f64());
+    let rows: Vec<KeyLimitedClaimedJob> = sqlx::query_as(CLAIM_KEY_LIMITED_JOBS)
+        .bind(kind)
+        .bind(queue)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(limits.max_running.map(i64::from))
+        .bind(lease.as_secs_f64())
+        .bind(rate_jobs)
+        .bind(rate_window)
+        .bind(limits.max_running_per_key.map_or(i64::MAX, i64::from))
+        .bind(cursor.as_deref())
+        .fetch_all(&mut *transaction)
+        .await?;
+    if let Some(last) = rows.first().and_then(|row| row.key_cursor.clone()) {
         *cursor = Some(last);
     }
     let mut jobs: Vec<ClaimedJob> = rows.into_iter().map(|row| row.job).collect();
-    if jobs.len() < limit {
-        let rest = claim(pool, queue, &[kind], &[lease], limit - jobs.len(), None).await?;
-        jobs.extend(rest);
+    if jobs.is_empty() {
+        let keyed_due: bool = sqlx::query_scalar(KEYED_JOBS_DUE)
+            .bind(kind)
+            .bind(queue)
+            .fetch_one(&mut *transaction)
+            .await?;
+        if !keyed_due {
+            jobs = sqlx::query_as(CLAIM_UNKEYED_LIMITED_JOBS)
+                .bind(kind)
+                .bind(&queues[..])
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind(limits.max_running.map(i64::from))
+                .bind(lease.as_secs_f64())
+                .bind(rate_jobs)
+                .bind(rate_window)
+                .fetch_all(&mut *transaction)
+                .await?;
+        }
     }
-    Ok(jobs)
+    let held = held_back(
+        &mut transaction,
+        kind,
+        &queues,
+        limit,
+        &jobs,
+        limits.rate_limit,
+    )
+    .await?;
+    transaction.commit().await?;
+    Ok(LimitedClaim {
+        jobs,
+        rate_room_in: held.1,
+        held_back: held.0,
+    })
 }

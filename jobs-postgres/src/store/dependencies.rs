@@ -17,8 +17,8 @@ use sqlx::PgConnection;
 
 use super::enqueue::bind_job_columns;
 
-/// Inserts a job that runs after the jobs `$11` (ids, any order), each with its `$12` behaviour
-/// on failure (`cancel`, `run`); `$1`..`$10` are the job's columns as in
+/// Inserts a job that runs after the jobs `$12` (ids, any order), each with its `$13` behaviour
+/// on failure (`cancel`, `run`); `$1`..`$11` are the job's columns as in
 /// [`INSERT_DEDUPED_JOB`](super::enqueue::INSERT_DEDUPED_JOB).
 ///
 /// The prerequisites found are locked in id order and marked `has_dependents`. The job is
@@ -29,7 +29,7 @@ use super::enqueue::bind_job_columns;
 /// and state (NULL when nothing was inserted).
 pub const INSERT_DEPENDENT_JOB: &str = "
 WITH wanted AS (
-    SELECT * FROM unnest($11::bigint[], $12::text[]) AS w(prerequisite_id, on_failure)
+    SELECT * FROM unnest($12::bigint[], $13::text[]) AS w(prerequisite_id, on_failure)
 ), prerequisites AS (
     SELECT j.id, j.state, wanted.on_failure
     FROM wanted JOIN jobs_queue AS j ON j.id = wanted.prerequisite_id
@@ -51,10 +51,10 @@ WITH wanted AS (
     FROM prerequisites
 ), inserted AS (
     INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key,
-                            dedupe_scope, fair_key, state, prerequisites_left, finished_at,
+                            dedupe_scope, fair_key, limit_key, state, prerequisites_left, finished_at,
                             cancelled_by_prerequisite, cancel_reason, errors)
     SELECT $1, $2, $3, $4, $5,
-           COALESCE(to_timestamp($6), now() + make_interval(secs => $7)), $8, $9, $10,
+           COALESCE(to_timestamp($6), now() + make_interval(secs => $7)), $8, $9, $10, $11,
            CASE WHEN v.failed_id IS NOT NULL THEN 'cancelled'
                 WHEN v.pending > 0 THEN 'waiting'
                 ELSE 'ready' END,
@@ -69,7 +69,7 @@ WITH wanted AS (
                     'error', format('prerequisite job %s ended %s', v.failed_id, v.failed_state)))
                 ELSE '[]'::jsonb END
     FROM verdict AS v
-    WHERE v.found = cardinality($11::bigint[])
+    WHERE v.found = cardinality($12::bigint[])
     ON CONFLICT DO NOTHING
     RETURNING id, state, queue, run_at <= now() AS due
 ), dependencies AS (

@@ -12,13 +12,13 @@ use sqlx::PgConnection;
 ///
 /// `$1` kind, `$2` queue, `$3` payload, `$4` priority, `$5` max attempts, `$6` run-at as epoch
 /// seconds (or NULL), `$7` delay in seconds, `$8` dedupe key and `$9` dedupe scope (both NULL
-/// here), `$10` fairness key (or NULL). Returns the new id. Announces the queue when the job is ready at once, with the filter
+/// here), `$10` fairness key and `$11` limit key (or NULL). Returns the new id. Announces the queue when the job is ready at once, with the filter
 /// that [`INSERT_JOBS`] describes: cheaper than a `WITH` clause around the insert.
 pub const INSERT_JOB: &str = "
 INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope,
-                        fair_key)
+                        fair_key, limit_key)
 SELECT $1, $2, $3, $4, $5, COALESCE(to_timestamp($6), now() + make_interval(secs => $7)), $8, $9,
-       $10
+       $10, $11
 WHERE (SELECT count(*) FROM (
            SELECT pg_notify('jobs_queue', $2)
            WHERE COALESCE(to_timestamp($6), now() + make_interval(secs => $7)) <= now()
@@ -32,10 +32,10 @@ RETURNING id";
 pub const INSERT_DEDUPED_JOB: &str = "
 WITH inserted AS (
     INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope,
-                            fair_key)
+                            fair_key, limit_key)
     VALUES ($1, $2, $3, $4, $5,
             COALESCE(to_timestamp($6), now() + make_interval(secs => $7)),
-            $8, $9, $10)
+            $8, $9, $10, $11)
     ON CONFLICT DO NOTHING
     RETURNING id, queue, run_at <= now() AS ready
 ), announced AS (
@@ -56,14 +56,14 @@ macro_rules! insert_jobs {
         concat!(
             "
 INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope,
-                        fair_key, batch_id)
+                        fair_key, limit_key, batch_id)
 SELECT kind, queue, payload, priority, max_attempts,
        COALESCE(to_timestamp(run_at_epoch), now() + make_interval(secs => delay_secs)),
-       dedupe_key, dedupe_scope, fair_key, $10::bigint
+       dedupe_key, dedupe_scope, fair_key, limit_key, $10::bigint
 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::smallint[], $5::integer[],
-            $6::float8[], $7::float8[], $8::text[], $9::text[], $11::text[])
+            $6::float8[], $7::float8[], $8::text[], $9::text[], $11::text[], $12::text[])
      WITH ORDINALITY AS input(kind, queue, payload, priority, max_attempts, run_at_epoch,
-                              delay_secs, dedupe_key, dedupe_scope, fair_key, position)
+                              delay_secs, dedupe_key, dedupe_scope, fair_key, limit_key, position)
 WHERE (SELECT count(*) FROM (
            SELECT pg_notify('jobs_queue', ready.queue)
            FROM (SELECT DISTINCT queue
@@ -84,7 +84,7 @@ RETURNING id, kind, dedupe_key"
 ///
 /// Arrays: `$1` kinds, `$2` queues, `$3` payloads, `$4` priorities, `$5` max attempts, `$6`
 /// run-at epoch seconds (NULL for none), `$7` delays in seconds, `$8` dedupe keys, `$9` scopes,
-/// `$11` fairness keys; and `$10` the batch every row joins (NULL for none). Returns the id,
+/// `$11` fairness keys, `$12` limit keys; and `$10` the batch every row joins (NULL for none). Returns the id,
 /// kind and dedupe key of each inserted row; ids grow in input order. Announces each queue
 /// that got ready work once.
 pub const INSERT_JOBS: &str = insert_jobs!("");
@@ -93,7 +93,8 @@ pub const INSERT_JOBS: &str = insert_jobs!("");
 /// earlier row of the same call): the parameters and rows of [`INSERT_JOBS`].
 pub const INSERT_DEDUPED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
 
-/// Inserts many jobs that share everything but their payload, without dedupe or fairness keys:
+/// Inserts many jobs that share everything but their payload, without dedupe, fairness or limit
+/// keys:
 /// the common
 /// bulk enqueue of one kind, which sends each shared value once instead of once per row.
 ///
@@ -143,8 +144,8 @@ CROSS JOIN LATERAL (
 ) AS holder"
 );
 
-/// Binds `$1`..`$10` of [`INSERT_JOB`] (kind, queue, payload, priority, max attempts, run-at
-/// epoch, delay, dedupe key and scope, fairness key) from `job` to `query`: the columns of one job, shared by
+/// Binds `$1`..`$11` of [`INSERT_JOB`] (kind, queue, payload, priority, max attempts, run-at
+/// epoch, delay, dedupe key and scope, fairness key, limit key) from `job` to `query`: the columns of one job, shared by
 /// every single-job insert.
 macro_rules! bind_job_columns {
     ($query:expr, $job:expr) => {{
@@ -161,6 +162,7 @@ macro_rules! bind_job_columns {
             .bind(job.dedupe_key.as_deref())
             .bind(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()))
             .bind(job.fair_key.as_deref())
+            .bind(job.limit_key.as_deref())
     }};
 }
 pub(crate) use bind_job_columns;
@@ -201,8 +203,8 @@ pub(crate) async fn insert_job(
         .await
 }
 
-/// Whether `job` differs from `first` in its payload alone, so that both can be written by
-/// [`INSERT_UNIFORM_JOBS`].
+/// Whether `job` differs from `first` in its payload alone and has no key (dedupe, fairness,
+/// limit), so that both can be written by [`INSERT_UNIFORM_JOBS`], which writes neither.
 pub(crate) fn same_shape(first: &NewJob, job: &NewJob) -> bool {
     job.kind == first.kind
         && job.queue == first.queue
@@ -211,6 +213,7 @@ pub(crate) fn same_shape(first: &NewJob, job: &NewJob) -> bool {
         && job.run_at == first.run_at
         && job.dedupe_key.is_none()
         && job.fair_key.is_none()
+        && job.limit_key.is_none()
 }
 
 /// Writes jobs shaped like `shape` (see [`same_shape`]), sending the shared values once, as
@@ -257,6 +260,7 @@ pub(crate) async fn insert_jobs(
     let mut dedupe_keys = Vec::with_capacity(jobs.len());
     let mut dedupe_scopes = Vec::with_capacity(jobs.len());
     let mut fair_keys = Vec::with_capacity(jobs.len());
+    let mut limit_keys = Vec::with_capacity(jobs.len());
     for job in jobs {
         let (run_at_epoch, delay_secs) = run_at_params(job.run_at);
         kinds.push(job.kind);
@@ -269,6 +273,7 @@ pub(crate) async fn insert_jobs(
         dedupe_keys.push(job.dedupe_key.as_deref());
         dedupe_scopes.push(job.dedupe_key.as_ref().map(|_| job.dedupe_scope.as_str()));
         fair_keys.push(job.fair_key.as_deref());
+        limit_keys.push(job.limit_key.as_deref());
     }
     let statement = if dedupe_keys.iter().any(Option::is_some) {
         INSERT_DEDUPED_JOBS
@@ -287,6 +292,7 @@ pub(crate) async fn insert_jobs(
         .bind(&dedupe_scopes)
         .bind(batch)
         .bind(&fair_keys)
+        .bind(&limit_keys)
         .fetch_all(&mut *conn)
         .await
 }

@@ -109,7 +109,10 @@ pub(crate) mod waiting;
 pub(crate) mod workers;
 pub(crate) mod workflows;
 
-pub(crate) use claims::{claim, claim_fair, claim_limited, ClaimPlace, ClaimedJob, LimitedClaim};
+pub(crate) use claims::{
+    claim, claim_fair, claim_key_limited, claim_limited, ClaimPlace, ClaimedJob, KindLimits,
+    LimitedClaim,
+};
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome, RenewedLease};
 pub(crate) use rescue::{list_expired, rescue_expired, rescue_jobs, ExpiredJob, RescuedJob};
 pub(crate) use schedules::{schedule_pass, upsert_schedule, Registration};

@@ -70,10 +70,10 @@ pub async fn execute(
             return None;
         }
     };
-    let frees_running_limit = shared
-        .registry
-        .get(&job.kind)
-        .is_some_and(|registration| registration.options.max_running.is_some());
+    let frees_running_limit = shared.registry.get(&job.kind).is_some_and(|registration| {
+        registration.options.max_running.is_some()
+            || registration.options.max_running_per_key.is_some()
+    });
     shared
         .running
         .outcome_pending(job.id, job.lease_token, frees_running_limit);

@@ -137,8 +137,8 @@ pub enum WorkerError {
         /// Why the last attempt failed; `None` when the stop came before any attempt ended.
         last_error: Option<sqlx::Error>,
     },
-    /// [`WorkerBuilder::max_running`] or [`WorkerBuilder::rate_limit`] names a kind this worker
-    /// does not run.
+    /// [`WorkerBuilder::max_running`], [`WorkerBuilder::rate_limit`] or
+    /// [`WorkerBuilder::max_running_per_key`] names a kind this worker does not run.
     #[error("`.{setting}(\"{kind}\", ..)`: this worker runs no job kind `{kind}` (it runs {})", quoted_list(.known))]
     LimitOfUnknownKind {
         /// The builder method.
@@ -148,9 +148,12 @@ pub enum WorkerError {
         /// The kinds the worker runs, sorted.
         known: Vec<String>,
     },
-    /// [`WorkerBuilder::max_running`] gave a kind a limit of 0, which would never run its jobs.
-    #[error("`.max_running(\"{kind}\", 0)`: the limit must be at least 1, or no job of `{kind}` would ever run")]
+    /// [`WorkerBuilder::max_running`] or [`WorkerBuilder::max_running_per_key`] gave a kind a
+    /// limit of 0, which would never run its jobs.
+    #[error("`.{setting}(\"{kind}\", 0)`: the limit must be at least 1, or no job of `{kind}` would ever run")]
     NoRunningSlots {
+        /// The builder method.
+        setting: &'static str,
         /// The kind given.
         kind: String,
     },
@@ -260,6 +263,7 @@ pub struct WorkerBuilder {
 struct LimitOverride {
     max_running: Option<u32>,
     rate_limit: Option<RateLimit>,
+    max_running_per_key: Option<u32>,
 }
 
 impl WorkerBuilder {
@@ -340,6 +344,20 @@ impl WorkerBuilder {
     /// this worker does not run.
     pub fn rate_limit(mut self, kind: impl Into<String>, limit: RateLimit) -> Self {
         self.limits.entry(kind.into()).or_default().rate_limit = Some(limit);
+        self
+    }
+
+    /// Lets at most `max_running` jobs of kind `kind` with the same limit key run at once across
+    /// all workers, in place of its `#[job(max_running_per_key = ..)]`: for limits read from
+    /// configuration. The kind must declare its key (`#[job(limit_key = "<merchant_id>")]`).
+    /// Every worker enforces the limit it was given, so give every worker of the kind the same.
+    /// [`build`](Self::build) refuses a kind this worker does not run, a kind without a
+    /// `limit_key`, and a limit of 0.
+    pub fn max_running_per_key(mut self, kind: impl Into<String>, max_running: u32) -> Self {
+        self.limits
+            .entry(kind.into())
+            .or_default()
+            .max_running_per_key = Some(max_running);
         self
     }
 
@@ -460,8 +478,10 @@ fn with_limits(
         if registry.get(kind).is_none() {
             let setting = if limit.max_running.is_some() {
                 "max_running"
-            } else {
+            } else if limit.rate_limit.is_some() {
                 "rate_limit"
+            } else {
+                "max_running_per_key"
             };
             return Err(WorkerError::LimitOfUnknownKind {
                 setting,
@@ -470,7 +490,16 @@ fn with_limits(
             });
         }
         if limit.max_running == Some(0) {
-            return Err(WorkerError::NoRunningSlots { kind: kind.clone() });
+            return Err(WorkerError::NoRunningSlots {
+                setting: "max_running",
+                kind: kind.clone(),
+            });
+        }
+        if limit.max_running_per_key == Some(0) {
+            return Err(WorkerError::NoRunningSlots {
+                setting: "max_running_per_key",
+                kind: kind.clone(),
+            });
         }
     }
     let registrations: Vec<JobRegistration> = registry
@@ -483,6 +512,9 @@ fn with_limits(
                 }
                 if let Some(rate_limit) = limit.rate_limit {
                     registration.options.rate_limit = Some(rate_limit);
+                }
+                if let Some(per_key) = limit.max_running_per_key {
+                    registration.options.max_running_per_key = Some(per_key);
                 }
             }
             registration
@@ -502,6 +534,7 @@ fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
             max_running: registration.options.max_running,
             rate_limit: registration.options.rate_limit,
             fair: registration.options.fair_key.is_some(),
+            max_running_per_key: registration.options.max_running_per_key,
             lease: registration.options.lease.unwrap_or(config.lease),
         })
         .collect()

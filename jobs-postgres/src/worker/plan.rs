@@ -8,6 +8,7 @@ use std::time::Duration;
 use jobs_core::RateLimit;
 
 use super::producer::{Claim, QueuePlan};
+use crate::store::KindLimits;
 
 /// A kind the worker runs, as the plan needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,8 @@ pub(crate) struct KindToRun {
     pub(crate) rate_limit: Option<RateLimit>,
     /// Whether its jobs are claimed round-robin across their fairness keys.
     pub(crate) fair: bool,
+    /// Most jobs of it with the same limit key running at once across all workers, if limited.
+    pub(crate) max_running_per_key: Option<u32>,
     /// Its lease.
     pub(crate) lease: Duration,
 }
@@ -35,14 +38,18 @@ pub(crate) struct KindToRun {
 /// concurrency is its running limit, or without one the concurrency of its own queue. Each kind
 /// with a fairness key gets a producer of its own per queue, with the queue's concurrency, so
 /// that its round-robin cursor is the queue's. The slots of these producers are their own, apart
-/// from the queues' slots.
+/// from the queues' slots. A kind with a per-key limit gets a producer of its own per queue
+/// too, with the queue's concurrency (at most its running limit), for the same reason.
 pub(crate) fn plan_producers(
     kinds: &[KindToRun],
     queues: &BTreeMap<String, usize>,
 ) -> Vec<QueuePlan> {
     let (fair, unfair): (Vec<&KindToRun>, Vec<&KindToRun>) =
         kinds.iter().partition(|kind| kind.fair);
-    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) = unfair
+    let (key_limited, others): (Vec<&KindToRun>, Vec<&KindToRun>) = unfair
+        .into_iter()
+        .partition(|kind| kind.max_running_per_key.is_some());
+    let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) = others
         .into_iter()
         .partition(|kind| kind.max_running.is_some() || kind.rate_limit.is_some());
     let mut plans = Vec::new();
@@ -76,17 +83,36 @@ pub(crate) fn plan_producers(
             });
         }
     }
+    for kind in key_limited {
+        let limits = KindLimits {
+            max_running: kind.max_running,
+            rate_limit: kind.rate_limit,
+            max_running_per_key: kind.max_running_per_key,
+        };
+        for (queue, concurrency) in queues {
+            let concurrency = match kind.max_running {
+                Some(max_running) => {
+                    (*concurrency).min(usize::try_from(max_running).unwrap_or(usize::MAX))
+                }
+                None => *concurrency,
+            };
+            plans.push(QueuePlan {
+                name: format!("{} ({}) in {queue}", kind.name, limits_text(kind)),
+                claim: Claim::KeyLimited {
+                    kind: kind.name,
+                    queue: queue.clone(),
+                    limits,
+                    lease: kind.lease,
+                },
+                concurrency,
+                woken_by: vec![queue.clone()],
+            });
+        }
+    }
     let queue_names: Vec<String> = queues.keys().cloned().collect();
     for kind in limited {
-        let mut limits = Vec::new();
-        if let Some(max_running) = kind.max_running {
-            limits.push(format!("at most {max_running} running"));
-        }
-        if let Some(rate_limit) = kind.rate_limit {
-            limits.push(format!("at most {rate_limit} started"));
-        }
         plans.push(QueuePlan {
-            name: format!("{} ({})", kind.name, limits.join(", ")),
+            name: format!("{} ({})", kind.name, limits_text(kind)),
             claim: Claim::Limited {
                 kind: kind.name,
                 queues: queue_names.clone(),
@@ -104,6 +130,22 @@ pub(crate) fn plan_producers(
     plans
 }
 
+/// The limits of `kind` as a producer's name shows them: "at most 2 running, at most 100/1s
+/// started".
+fn limits_text(kind: &KindToRun) -> String {
+    let mut limits = Vec::new();
+    if let Some(max_running) = kind.max_running {
+        limits.push(format!("at most {max_running} running"));
+    }
+    if let Some(rate_limit) = kind.rate_limit {
+        limits.push(format!("at most {rate_limit} started"));
+    }
+    if let Some(per_key) = kind.max_running_per_key {
+        limits.push(format!("at most {per_key} running per key"));
+    }
+    limits.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +157,7 @@ mod tests {
             max_running,
             rate_limit: None,
             fair: false,
+            max_running_per_key: None,
             lease: Duration::from_secs(lease_secs),
         }
     }

@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use super::executor::execute;
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
-use crate::store::{self, ClaimPlace, ClaimedJob, LimitedClaim};
+use crate::store::{self, ClaimPlace, ClaimedJob, KindLimits, LimitedClaim};
 use jobs_core::RateLimit;
 
 /// What a producer needs to know about the jobs it claims.
@@ -47,6 +47,18 @@ pub enum Claim {
         /// The kind's lease.
         lease: Duration,
     },
+    /// Jobs of one kind with a per-key limit from queue `queue`, within its limits,
+    /// round-robin across the limit keys with room.
+    KeyLimited {
+        /// The kind.
+        kind: &'static str,
+        /// The queue.
+        queue: String,
+        /// Its limits: per key, and of the kind as a whole.
+        limits: KindLimits,
+        /// The kind's lease.
+        lease: Duration,
+    },
     /// Jobs of one kind with a limit on its running jobs or on their rate across all workers,
     /// from any of the worker's queues.
     Limited {
@@ -66,22 +78,39 @@ pub enum Claim {
 
 impl Claim {
     /// Claims up to `wanted` jobs, from the front of the claim order or `from` a place in it
-    /// (a limited kind's claims always start at the front); a fair kind's claims go on after
-    /// the key at `fair_cursor`, and move it.
+    /// (a limited kind's claims always start at the front); the claims of a fair kind or a kind
+    /// with a per-key limit go on after the key at `round_cursor`, and move it.
     async fn claim(
         &self,
         shared: &Shared,
         wanted: usize,
         from: Option<ClaimPlace>,
-        fair_cursor: &mut Option<String>,
+        round_cursor: &mut Option<String>,
     ) -> Result<LimitedClaim, sqlx::Error> {
         match self {
             Claim::Fair { kind, queue, lease } => Ok(LimitedClaim {
-                jobs: store::claim_fair(&shared.pool, queue, kind, *lease, wanted, fair_cursor)
+                jobs: store::claim_fair(&shared.pool, queue, kind, *lease, wanted, round_cursor)
                     .await?,
                 rate_room_in: None,
                 held_back: false,
             }),
+            Claim::KeyLimited {
+                kind,
+                queue,
+                limits,
+                lease,
+            } => {
+                store::claim_key_limited(
+                    &shared.pool,
+                    kind,
+                    queue,
+                    wanted,
+                    *limits,
+                    *lease,
+                    round_cursor,
+                )
+                .await
+            }
             Claim::Queue {
                 queue,
                 kinds,
@@ -183,19 +212,22 @@ pub async fn produce(
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
-    // The fairness key a fair kind's last claim ended at: the next round goes on after it.
-    let mut fair_cursor = None;
+    // The key the last claim of a fair kind, or of a kind with a per-key limit, ended at: the
+    // next round goes on after it.
+    let mut round_cursor = None;
     let mut outcomes_written = shared.outcomes_written.subscribe();
     // How long a producer held back with room in its rate window waits before claiming again:
     // the room came back between its claim and its look at the window, or other claims hold
     // the jobs locked; one slice of the window (the grain starts are recorded at) at most, the
     // poll interval when shorter.
-    let held_retry = match &plan.claim {
-        Claim::Limited {
-            rate_limit: Some(limit),
-            ..
-        } => (limit.per() / 64).min(shared.config.poll_interval),
-        _ => shared.config.poll_interval,
+    let rate_limit = match &plan.claim {
+        Claim::Limited { rate_limit, .. } => *rate_limit,
+        Claim::KeyLimited { limits, .. } => limits.rate_limit,
+        Claim::Queue { .. } | Claim::Fair { .. } => None,
+    };
+    let held_retry = match rate_limit {
+        Some(limit) => (limit.per() / 64).min(shared.config.poll_interval),
+        None => shared.config.poll_interval,
     };
     loop {
         let first = tokio::select! {
@@ -241,7 +273,7 @@ pub async fn produce(
         loop {
             match plan
                 .claim
-                .claim(&shared, wanted - claimed, from, &mut fair_cursor)
+                .claim(&shared, wanted - claimed, from, &mut round_cursor)
                 .await
             {
                 Ok(LimitedClaim {

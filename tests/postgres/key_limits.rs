@@ -1,0 +1,180 @@
+//! Per-key limits: at most N jobs of a kind with the same limit key run at once, across every
+//! worker, while the other keys' jobs go on.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use jobs::{RegistryError, Worker, WorkerError, WorkerHandle};
+
+use crate::support::{fast_config, refusal, Db};
+use crate::test_jobs::per_merchant;
+
+/// Enqueues `count` [`per_merchant`] jobs of each of `merchants`, taking turns, each working
+/// `millis` ms.
+async fn enqueue_per_merchant(db: &Db, merchants: &[&str], count: usize, millis: u64) {
+    let jobs = (0..count).flat_map(|_| {
+        merchants.iter().map(move |merchant| per_merchant::Args {
+            merchant: (*merchant).to_owned(),
+            millis,
+        })
+    });
+    per_merchant::enqueue_many(&db.pool, jobs)
+        .await
+        .expect("enqueue per_merchant jobs");
+}
+
+/// Starts a worker of `per_merchant` with `concurrency` slots on a pool of its own, as another
+/// process would have.
+async fn start_merchant_worker(db: &Db, concurrency: usize) -> WorkerHandle {
+    let pool = db.other_pool(4).await;
+    Worker::builder(pool)
+        .kinds(["per_merchant"])
+        .state(db.pool.clone())
+        .queue("default", concurrency)
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start()
+}
+
+/// The most jobs of one limit key that were running at once, from the rows: a job runs, for the
+/// database, from its claim (`attempted_at`) until its outcome is written (`finished_at`), and
+/// the most running at once is reached at some job's start.
+async fn most_running_per_key(db: &Db) -> i64 {
+    db.count(
+        "SELECT coalesce(max(overlapping), 0) FROM (
+             SELECT (SELECT count(*) FROM jobs_queue AS other
+                     WHERE other.limit_key = started.limit_key
+                       AND other.attempted_at <= started.attempted_at
+                       AND coalesce(other.finished_at, 'infinity') > started.attempted_at)
+                    AS overlapping
+             FROM jobs_queue AS started
+         ) AS at_each_start",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_limit_holds_across_workers_and_other_keys_go_on() {
+    let db = Db::new().await;
+    let merchants = ["acme", "globex", "initech"];
+    enqueue_per_merchant(&db, &merchants, 12, 20).await;
+    let workers = [
+        start_merchant_worker(&db, 8).await,
+        start_merchant_worker(&db, 8).await,
+    ];
+    // Sampled while the workers drain: never more than 2 running per merchant, and at some
+    // point more than 2 running in all (the merchants run side by side).
+    let most_in_all = AtomicI64::new(0);
+    jobs_testkit::wait_until("every job done", || async {
+        let running: Vec<(String, i64)> = db
+            .rows(
+                "SELECT limit_key, count(*) FROM jobs_queue WHERE state = 'running'
+                 GROUP BY limit_key",
+            )
+            .await;
+        for (key, count) in &running {
+            assert!(
+                *count <= 2,
+                "{count} jobs of merchant {key} running at once"
+            );
+        }
+        most_in_all.fetch_max(
+            running.iter().map(|(_, count)| *count).sum::<i64>(),
+            Ordering::Relaxed,
+        );
+        db.count("SELECT count(*) FROM jobs_queue WHERE state = 'done'")
+            .await
+            == 36
+    })
+    .await;
+    for worker in workers {
+        worker.shutdown().await.unwrap();
+    }
+    let most = most_running_per_key(&db).await;
+    let most_in_all = most_in_all.into_inner();
+    println!("per-key limit 2: at most {most} of one merchant running at once (from the rows); {most_in_all} running in all at most (sampled)");
+    assert!(
+        most <= 2,
+        "{most} jobs of one merchant were running at once"
+    );
+    assert!(most_in_all > 2, "the merchants' jobs ran side by side");
+    assert_eq!(
+        db.count("SELECT count(*) FROM runs").await,
+        36,
+        "each job ran once: held-back jobs waited ready, spending no attempt"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_with_a_backlog_does_not_hold_back_the_others() {
+    let db = Db::new().await;
+    // Merchant a's 50 jobs come first; b's 2 after them.
+    enqueue_per_merchant(&db, &["a"], 50, 50).await;
+    enqueue_per_merchant(&db, &["b"], 2, 0).await;
+    let worker = start_merchant_worker(&db, 8).await;
+    db.wait_for_count(
+        "merchant b's jobs done",
+        "SELECT count(*) FROM jobs_queue WHERE limit_key = '\"b\"' AND state = 'done'",
+        2,
+    )
+    .await;
+    let a_done = db
+        .count("SELECT count(*) FROM jobs_queue WHERE limit_key = '\"a\"' AND state = 'done'")
+        .await;
+    worker.shutdown().await.unwrap();
+    assert!(
+        a_done < 50,
+        "b's jobs ran while a's backlog waited on its limit ({a_done} of a's done)"
+    );
+    assert!(most_running_per_key(&db).await <= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_without_a_limit_key_run_once_no_keyed_job_is_due() {
+    let db = Db::new().await;
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"old\", \"millis\": 0}', 8
+         FROM generate_series(1, 3)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    enqueue_per_merchant(&db, &["new"], 3, 0).await;
+    let worker = start_merchant_worker(&db, 4).await;
+    db.wait_for_count(
+        "every job done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        6,
+    )
+    .await;
+    worker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_key_limits_given_at_run_time_need_a_key() {
+    let db = Db::new().await;
+    let error = refusal(
+        Worker::builder(db.pool.clone())
+            .kinds(["record_run"])
+            .state(db.pool.clone())
+            .max_running_per_key("record_run", 2),
+    );
+    assert!(
+        matches!(
+            error,
+            WorkerError::Registry(RegistryError::PerKeyLimitWithoutKey { kind: "record_run" })
+        ),
+        "{error}"
+    );
+    let error = refusal(
+        Worker::builder(db.pool.clone())
+            .kinds(["per_merchant"])
+            .state(db.pool.clone())
+            .max_running_per_key("per_merchant", 0),
+    );
+    assert!(
+        matches!(&error, WorkerError::NoRunningSlots { setting: "max_running_per_key", kind } if kind == "per_merchant"),
+        "{error}"
+    );
+}
