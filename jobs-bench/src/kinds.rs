@@ -28,6 +28,15 @@ pub async fn fair_noop(tenant: i64, n: i64) -> JobResult {
     Ok(())
 }
 
+/// Does what [`noop`] does (its runs count as `noop`'s), for merchant `merchant`, with at most
+/// 16 running per merchant: a per-key limit a drain at concurrency 16 never reaches.
+#[job(limit_key = "<merchant>", max_running_per_key = 16)]
+pub async fn keyed_noop(merchant: i64, n: i64) -> JobResult {
+    let _ = (merchant, n);
+    NOOP_RUNS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
 /// Records when each job started, for the latency workload.
 #[derive(Default)]
 pub struct StartTimes {

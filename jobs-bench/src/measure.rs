@@ -57,21 +57,41 @@ pub async fn insert_ready_noops(pool: &PgPool, count: usize) -> Result<(), sqlx:
     Ok(())
 }
 
-/// Inserts `count` ready `fair_noop` jobs of `tenants` tenants, taking turns, with plain SQL,
-/// outside any measurement.
-pub async fn insert_ready_fair_noops(
+/// Which no-ops a drain drains.
+#[derive(Debug, Clone, Copy)]
+pub enum Backlog {
+    /// `noop` jobs.
+    Noops,
+    /// `fair_noop` jobs of this many tenants, taking turns.
+    Fair(u32),
+    /// `keyed_noop` jobs of this many merchants, taking turns.
+    Keyed(u32),
+}
+
+/// Inserts `count` ready jobs of `backlog` with plain SQL, outside any measurement.
+pub async fn insert_backlog(
     pool: &PgPool,
     count: usize,
-    tenants: u32,
+    backlog: Backlog,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
-         SELECT 'fair_noop', 'default', jsonb_build_object('tenant', n % $2, 'n', n), 8,
+    let (kind, column, keys) = match backlog {
+        Backlog::Noops => return insert_ready_noops(pool, count).await,
+        Backlog::Fair(tenants) => ("fair_noop", "fair_key", tenants),
+        Backlog::Keyed(merchants) => ("keyed_noop", "limit_key", merchants),
+    };
+    let field = if column == "fair_key" {
+        "tenant"
+    } else {
+        "merchant"
+    };
+    sqlx::query(&format!(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, {column})
+         SELECT '{kind}', 'default', jsonb_build_object('{field}', n % $2, 'n', n), 8,
                 (n % $2)::text
-         FROM generate_series(1, $1) AS n",
-    )
+         FROM generate_series(1, $1) AS n"
+    ))
     .bind(i64::try_from(count).unwrap_or(i64::MAX))
-    .bind(i64::from(tenants))
+    .bind(i64::from(keys))
     .execute(pool)
     .await?;
     Ok(())
@@ -100,24 +120,21 @@ pub async fn timed_noop_drain(
     jobs: usize,
     start: impl FnOnce() -> Result<jobs::WorkerHandle, jobs::WorkerError>,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    timed_drain(fresh, tables, jobs, None, start).await
+    timed_drain(fresh, tables, jobs, Backlog::Noops, start).await
 }
 
-/// [`timed_noop_drain`], of `fair_noop` jobs of `tenants` tenants when given.
+/// [`timed_noop_drain`], of the jobs of `backlog`.
 pub async fn timed_drain(
     fresh: &Fresh,
     tables: &str,
     jobs: usize,
-    tenants: Option<u32>,
+    backlog: Backlog,
     start: impl FnOnce() -> Result<jobs::WorkerHandle, jobs::WorkerError>,
 ) -> Result<f64, Box<dyn std::error::Error>> {
     sqlx::query(&format!("TRUNCATE {tables}"))
         .execute(&fresh.pool)
         .await?;
-    match tenants {
-        None => insert_ready_noops(&fresh.pool, jobs).await?,
-        Some(tenants) => insert_ready_fair_noops(&fresh.pool, jobs, tenants).await?,
-    }
+    insert_backlog(&fresh.pool, jobs, backlog).await?;
     fresh.vacuum().await?;
     let runs = NOOP_RUNS.load(Ordering::Relaxed) + jobs as u64;
     let started = Instant::now();

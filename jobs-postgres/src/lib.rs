@@ -79,7 +79,9 @@ pub mod __private {
             COUNT_PRUNABLE, LOCK_PRUNABLE, PRUNE_BATCHES, PRUNE_FINISHED, PRUNE_PROCESSED_KEYS,
             RETENTION_LOCK_KEY,
         };
-        pub use crate::store::stats::{EXACT_RETAINED_BOUND, QUEUE_STATS, RETAINED_COUNTS};
+        pub use crate::store::stats::{
+            EXACT_RETAINED_BOUND, KEY_LIMIT_USE, QUEUE_STATS, RETAINED_COUNTS,
+        };
         pub use crate::store::throughput::{ADD_THROUGHPUT, PRUNE_THROUGHPUT, THROUGHPUT};
         pub use crate::store::workers::{FORGET_WORKER, LIVE_WORKERS, RECORD_PRESENCE};
         pub use crate::store::workflows::{LONGEST_OPEN_BATCHES, LONGEST_WAITING, WORKFLOW_JOBS};

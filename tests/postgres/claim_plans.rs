@@ -527,6 +527,14 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     );
     // A running limit the running jobs fill: nothing to walk.
     assert_eq!(check_key_limited_claim(&db, Some(40), None).await, [0, 0]);
+    // What `jobs stats` reads of the per-key limit: the full keys' waiting jobs, by key.
+    let explain = explain_analyze(sql::KEY_LIMIT_USE);
+    let query = sqlx::query_scalar(&explain)
+        .bind("per_merchant")
+        .bind(2_i64)
+        .bind(vec!["default".to_string()]);
+    let arguments = ["'per_merchant'", "2", "ARRAY['default']"].map(String::from);
+    check_plans(&db, "KEY_LIMIT_USE", sql::KEY_LIMIT_USE, query, &arguments).await;
 }
 
 /// [`sql::CLAIM_KEY_LIMITED_JOBS`] is planned once per connection too, whatever the number of

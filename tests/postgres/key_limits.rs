@@ -178,3 +178,37 @@ async fn per_key_limits_given_at_run_time_need_a_key() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_show_the_keys_at_their_limit_and_the_jobs_they_hold_back() {
+    let db = Db::new().await;
+    let worker = start_merchant_worker(&db, 4).await;
+    jobs_testkit::wait_until("the worker to record itself", || async {
+        jobs::admin::live_workers(&db.pool).await.unwrap().len() == 1
+    })
+    .await;
+    // In a queue the worker does not serve: merchant a has 2 running (its limit) and 5 due,
+    // merchant b 1 running and 3 due.
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, state, attempts, attempted_at,
+                                 lease_token, lease_expires_at, limit_key)
+         SELECT 'per_merchant', 'elsewhere', '{}', 8, 'running', 1, now(), gen_random_uuid(),
+                now() + interval '1 hour', key
+         FROM unnest(ARRAY['a', 'a', 'b']) AS key;
+         INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'elsewhere', '{}', 8, key
+         FROM unnest(ARRAY['a', 'a', 'a', 'a', 'a', 'b', 'b', 'b']) AS key",
+    )
+    .await;
+    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    worker.shutdown().await.unwrap();
+    let limit = stats
+        .limits
+        .iter()
+        .find(|limit| limit.limits.kind == "per_merchant")
+        .expect("the per-key limit is shown");
+    assert_eq!(limit.limits.max_running_per_key, Some(2));
+    assert_eq!(limit.keys_at_limit, 1, "merchant a is at its limit");
+    assert_eq!(limit.held_back, 5, "merchant a's due jobs wait on it");
+    assert_eq!((limit.running, limit.due), (3, 8));
+}

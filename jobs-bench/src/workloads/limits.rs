@@ -1,6 +1,6 @@
 //! What limits and fairness cost, and whether a rate limit delivers its rate: a drain of a kind
-//! whose running limit and rate limit are never reached, and of a kind claimed round-robin across
-//! 1,000 tenants, each against the same drain without them, in the same run; and a backlog of a
+//! whose running limit, rate limit or per-key limit (over 1,000 keys) is never reached, and of a
+//! kind claimed round-robin across 1,000 tenants, each against the same drain without them, in the same run; and a backlog of a
 //! kind held by a rate limit, whose starts per second (from the rows' start times) are compared
 //! with the limit.
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jobs::{RateLimit, Worker, WorkerBuilder};
 
-use crate::measure::{timed_drain, timed_noop_drain, Fresh};
+use crate::measure::{timed_drain, timed_noop_drain, Backlog, Fresh};
 use crate::options::Options;
 use crate::report::Report;
 
@@ -33,6 +33,9 @@ enum Limits {
     Held,
     /// No limit, but a fairness key: jobs of [`TENANTS`] tenants, claimed round-robin.
     FairShare,
+    /// A per-key limit of 16 running, which a drain at concurrency 16 never reaches: jobs of
+    /// [`TENANTS`] merchants.
+    PerKeyNeverReached,
 }
 
 impl Limits {
@@ -44,13 +47,14 @@ impl Limits {
             Limits::RateNeverReached => "rate limit never reached",
             Limits::Held => "held by a rate limit",
             Limits::FairShare => "fair share between 1,000 tenants",
+            Limits::PerKeyNeverReached => "per-key limit never reached, 1,000 keys",
         }
     }
 }
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let concurrency = 16;
-    let mut rates = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut rates = [Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     let mut held = Vec::new();
     for run in 0..options.runs {
         let fresh = Fresh::new(concurrency as u32 + 9).await?;
@@ -59,8 +63,9 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             (1, Limits::RunningNeverReached),
             (2, Limits::RateNeverReached),
             (3, Limits::FairShare),
+            (4, Limits::PerKeyNeverReached),
         ];
-        sides.rotate_left(run % 4);
+        sides.rotate_left(run % 5);
         for (slot, limits) in sides {
             let rate = drain_rate(&fresh, options.drain_jobs, concurrency, limits).await?;
             eprintln!("  {}: {rate:.0} jobs/s", limits.name());
@@ -68,7 +73,7 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         }
         held.push(held_rate(&fresh, concurrency).await?);
     }
-    let [unlimited, running, rate, fair] = &rates;
+    let [unlimited, running, rate, fair, per_key] = &rates;
     report.ratio(
         &format!("drain C={concurrency}, running limit never reached / none"),
         running,
@@ -90,6 +95,13 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         "jobs/s",
         ">= 0.8 (#17)",
     );
+    report.ratio(
+        &format!("drain C={concurrency}, per-key limit never reached over {TENANTS} keys / none"),
+        per_key,
+        unlimited,
+        "jobs/s",
+        ">= 0.8 (#17)",
+    );
     let limit = vec![f64::from(HELD_RATE); held.len()];
     report.ratio(
         &format!("kind held by a rate limit of {HELD_RATE}/1s: started / limit"),
@@ -101,17 +113,19 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     Ok(())
 }
 
-/// A worker of `noop` (`fair_noop` for [`Limits::FairShare`]) at `concurrency` with `limits`.
+/// A worker of `noop` (`fair_noop` for [`Limits::FairShare`], `keyed_noop` for
+/// [`Limits::PerKeyNeverReached`]) at `concurrency` with `limits`.
 fn worker(fresh: &Fresh, concurrency: usize, limits: Limits) -> WorkerBuilder {
     let kind = match limits {
         Limits::FairShare => "fair_noop",
+        Limits::PerKeyNeverReached => "keyed_noop",
         _ => "noop",
     };
     let builder = Worker::builder(fresh.pool.clone())
         .kinds([kind])
         .queue("default", concurrency);
     match limits {
-        Limits::Unlimited | Limits::FairShare => builder,
+        Limits::Unlimited | Limits::FairShare | Limits::PerKeyNeverReached => builder,
         Limits::RunningNeverReached => builder.max_running("noop", concurrency as u32),
         Limits::RateNeverReached => builder.rate_limit(
             "noop",
@@ -131,8 +145,12 @@ async fn drain_rate(
     concurrency: usize,
     limits: Limits,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    let tenants = matches!(limits, Limits::FairShare).then_some(TENANTS);
-    timed_drain(fresh, "jobs_queue, jobs_rate_limits", jobs, tenants, || {
+    let backlog = match limits {
+        Limits::FairShare => Backlog::Fair(TENANTS),
+        Limits::PerKeyNeverReached => Backlog::Keyed(TENANTS),
+        _ => Backlog::Noops,
+    };
+    timed_drain(fresh, "jobs_queue, jobs_rate_limits", jobs, backlog, || {
         Ok(worker(fresh, concurrency, limits).build()?.start())
     })
     .await

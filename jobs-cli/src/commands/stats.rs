@@ -65,6 +65,12 @@ fn limits_lines(limits: &[LimitStats]) -> String {
                     HumanDuration(rate.per())
                 ));
             }
+            if let Some(per_key) = limit.limits.max_running_per_key {
+                parts.push(format!(
+                    "{} at their limit of {per_key} running per key",
+                    super::count(limit.keys_at_limit as usize, "key")
+                ));
+            }
             let held = match limit.held_back {
                 0 => String::from("none held back"),
                 held => format!("{} held back", super::count(held as usize, "due job")),
@@ -347,11 +353,13 @@ mod tests {
                 kind: kind.to_owned(),
                 max_running,
                 rate_limit: rate.map(|rate| rate.parse().unwrap()),
+                max_running_per_key: None,
             },
             workers_disagree: false,
             running: 2,
             started_in_window: 100,
             due: 345,
+            keys_at_limit: 0,
             held_back: 0,
         }
     }
@@ -362,11 +370,16 @@ mod tests {
         webhooks.held_back = 345;
         let mut exports = limit("export", Some(4), Some("1000/1h"));
         exports.workers_disagree = true;
+        let mut charges = limit("charge", None, None);
+        charges.limits.max_running_per_key = Some(2);
+        charges.keys_at_limit = 3;
+        charges.held_back = 41;
         assert_eq!(
-            limits_lines(&[webhooks, exports]),
+            limits_lines(&[webhooks, exports, charges]),
             "limit: kind deliver_webhook: 100/100 started in the last 1s; 345 due jobs held back\n\
              limit: kind export: 2/4 running, 100/1000 started in the last 1h; none held back; \
-             live workers declare different limits for it\n"
+             live workers declare different limits for it\n\
+             limit: kind charge: 3 keys at their limit of 2 running per key; 41 due jobs held back\n"
         );
     }
 }

@@ -10,8 +10,8 @@ use super::{AdminError, LiveWorker, Stats};
 use crate::store::stats as store;
 use crate::store::workers::DeclaredLimits;
 
-/// The limits a worker enforces on one kind (`#[job(max_running = .., rate_limit = ..)]`, or
-/// their run-time equivalents on the worker's builder).
+/// The limits a worker enforces on one kind (`#[job(max_running = .., rate_limit = ..,
+/// max_running_per_key = ..)]`, or their run-time equivalents on the worker's builder).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindLimits {
     /// The job kind.
@@ -20,6 +20,8 @@ pub struct KindLimits {
     pub max_running: Option<u32>,
     /// Most jobs of it started in any window of the limit's length, if limited.
     pub rate_limit: Option<RateLimit>,
+    /// Most jobs of it with the same limit key running at once, if limited.
+    pub max_running_per_key: Option<u32>,
 }
 
 impl KindLimits {
@@ -36,12 +38,15 @@ impl KindLimits {
             kind: declared.kind,
             max_running: declared.max_running,
             rate_limit,
+            max_running_per_key: declared.max_running_per_key,
         }
     }
 
     /// Whether it limits anything.
     fn limits_anything(&self) -> bool {
-        self.max_running.is_some() || self.rate_limit.is_some()
+        self.max_running.is_some()
+            || self.rate_limit.is_some()
+            || self.max_running_per_key.is_some()
     }
 }
 
@@ -63,8 +68,11 @@ pub struct LimitStats {
     pub started_in_window: u64,
     /// Due ready jobs of the kind, in every queue that is not paused.
     pub due: u64,
-    /// Due ready jobs that a limit holds back: all of [`due`](Self::due) while a limit is used
-    /// up, else none.
+    /// Limit keys whose running jobs fill [`max_running_per_key`](KindLimits::max_running_per_key);
+    /// 0 without a per-key limit.
+    pub keys_at_limit: u64,
+    /// Due ready jobs that a limit holds back: all of [`due`](Self::due) while a limit of the
+    /// kind is used up, else those of the keys at their limit.
     pub held_back: u64,
 }
 
@@ -86,7 +94,8 @@ impl LimitStats {
 
 /// Fills [`Stats::limits`] from the live workers' declared limits and the counts of `stats`,
 /// reading the starts in each rate limit's window (one statement, only when a live worker
-/// declares a rate limit).
+/// declares a rate limit) and the use of each per-key limit (one statement per kind that has
+/// one).
 pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<(), AdminError> {
     let declared = declared_limits(&stats.workers);
     let (kinds, windows): (Vec<String>, Vec<f64>) = declared
@@ -104,6 +113,22 @@ pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<
             .into_iter()
             .collect()
     };
+    let mut per_key = BTreeMap::new();
+    for (limits, _) in declared.values() {
+        if let Some(max) = limits.max_running_per_key {
+            let queues: Vec<&str> = stats
+                .kinds
+                .iter()
+                .filter(|counts| counts.kind == limits.kind)
+                .filter(|counts| !stats.paused.iter().any(|pause| pause.queue == counts.queue))
+                .map(|counts| counts.queue.as_str())
+                .collect();
+            per_key.insert(
+                limits.kind.clone(),
+                store::key_limit_use(pool, &limits.kind, max, &queues).await?,
+            );
+        }
+    }
     stats.limits = declared
         .into_values()
         .map(|(limits, workers_disagree)| {
@@ -124,8 +149,13 @@ pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<
                 running,
                 started_in_window,
                 due,
+                keys_at_limit: 0,
                 held_back: 0,
             };
+            if let Some(&(keys_at_limit, held_back)) = per_key.get(&stats.limits.kind) {
+                stats.keys_at_limit = u64::try_from(keys_at_limit).unwrap_or(0);
+                stats.held_back = u64::try_from(held_back).unwrap_or(0);
+            }
             if stats.running_limit_reached() || stats.rate_limit_reached() {
                 stats.held_back = due;
             }

@@ -844,7 +844,7 @@ struct KeyLimitedClaimedJob {
 
 /// The limits of a kind, as a claim enforces them.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KindLimits {
+pub struct ClaimLimits {
     /// Most jobs of the kind running at once across all workers, if limited.
     pub max_running: Option<u32>,
     /// Most jobs of the kind started in any window of the limit's length, if limited.
@@ -867,7 +867,7 @@ pub async fn claim_key_limited(
     kind: &str,
     queue: &str,
     limit: usize,
-    limits: KindLimits,
+    limits: ClaimLimits,
     lease: Duration,
     cursor: &mut Option<String>,
 ) -> Result<LimitedClaim, sqlx::Error> {

@@ -110,7 +110,7 @@ pub(crate) mod workers;
 pub(crate) mod workflows;
 
 pub(crate) use claims::{
-    claim, claim_fair, claim_key_limited, claim_limited, ClaimPlace, ClaimedJob, KindLimits,
+    claim, claim_fair, claim_key_limited, claim_limited, ClaimLimits, ClaimPlace, ClaimedJob,
     LimitedClaim,
 };
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome, RenewedLease};

@@ -283,6 +283,43 @@ SELECT limited.kind,
                 0)::int8 AS started
 FROM unnest($1::text[], $2::float8[]) AS limited(kind, window_secs)";
 
+/// How kind `$1`'s per-key limit of `$2` running jobs is used: how many limit keys have running
+/// jobs that fill it, and how many due jobs of those keys wait ready in queues `$3` (those of the
+/// kind that are not paused). The running jobs are read through the index of running jobs; the
+/// waiting ones through `jobs_queue_ready_limit_key`, once per queue and full key.
+pub const KEY_LIMIT_USE: &str = "
+WITH full_keys AS (
+    SELECT limit_key AS key FROM jobs_queue
+    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
+    GROUP BY limit_key
+    HAVING count(*) >= $2
+)
+SELECT (SELECT count(*) FROM full_keys) AS keys_at_limit,
+       (SELECT count(*)
+        FROM full_keys
+        CROSS JOIN unnest($3::text[]) AS queues(queue)
+        JOIN jobs_queue AS waiting
+          ON waiting.queue = queues.queue AND waiting.kind = $1
+         AND waiting.limit_key = full_keys.key
+        WHERE waiting.state = 'ready' AND waiting.limit_key IS NOT NULL
+          AND waiting.run_at <= now()) AS held_back";
+
+/// How kind `kind`'s per-key limit of `max` running jobs is used: the keys at the limit, and the
+/// due jobs they hold back in `queues`, by [`KEY_LIMIT_USE`].
+pub(crate) async fn key_limit_use(
+    pool: &PgPool,
+    kind: &str,
+    max: u32,
+    queues: &[&str],
+) -> Result<(i64, i64), sqlx::Error> {
+    sqlx::query_as(KEY_LIMIT_USE)
+        .bind(kind)
+        .bind(i64::from(max))
+        .bind(queues)
+        .fetch_one(pool)
+        .await
+}
+
 /// How many jobs of each of `kinds` started in its window (`windows`, pairing): the kinds with
 /// their counts, by [`STARTS_IN_WINDOW`].
 pub(crate) async fn starts_in_window(

@@ -54,6 +54,9 @@ pub(crate) struct DeclaredLimits {
     pub(crate) max_running: Option<u32>,
     pub(crate) rate_jobs: Option<u32>,
     pub(crate) rate_window_secs: Option<f64>,
+    /// Absent from the rows of workers older than per-key limits.
+    #[serde(default)]
+    pub(crate) max_running_per_key: Option<u32>,
 }
 
 /// What a worker says of itself.

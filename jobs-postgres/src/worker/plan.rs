@@ -8,7 +8,7 @@ use std::time::Duration;
 use jobs_core::RateLimit;
 
 use super::producer::{Claim, QueuePlan};
-use crate::store::KindLimits;
+use crate::store::ClaimLimits;
 
 /// A kind the worker runs, as the plan needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +84,7 @@ pub(crate) fn plan_producers(
         }
     }
     for kind in key_limited {
-        let limits = KindLimits {
+        let limits = ClaimLimits {
             max_running: kind.max_running,
             rate_limit: kind.rate_limit,
             max_running_per_key: kind.max_running_per_key,

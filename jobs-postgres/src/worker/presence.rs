@@ -49,12 +49,17 @@ pub(crate) fn presence_of<'a>(
         kinds: kinds.iter().map(|kind| kind.name.to_owned()).collect(),
         limits: kinds
             .iter()
-            .filter(|kind| kind.max_running.is_some() || kind.rate_limit.is_some())
+            .filter(|kind| {
+                kind.max_running.is_some()
+                    || kind.rate_limit.is_some()
+                    || kind.max_running_per_key.is_some()
+            })
             .map(|kind| DeclaredLimits {
                 kind: kind.name.to_owned(),
                 max_running: kind.max_running,
                 rate_jobs: kind.rate_limit.map(|limit| limit.jobs()),
                 rate_window_secs: kind.rate_limit.map(|limit| limit.per().as_secs_f64()),
+                max_running_per_key: kind.max_running_per_key,
             })
             .collect(),
     }

@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use super::executor::execute;
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
-use crate::store::{self, ClaimPlace, ClaimedJob, KindLimits, LimitedClaim};
+use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, LimitedClaim};
 use jobs_core::RateLimit;
 
 /// What a producer needs to know about the jobs it claims.
@@ -55,7 +55,7 @@ pub enum Claim {
         /// The queue.
         queue: String,
         /// Its limits: per key, and of the kind as a whole.
-        limits: KindLimits,
+        limits: ClaimLimits,
         /// The kind's lease.
         lease: Duration,
     },
