@@ -1,7 +1,7 @@
 //! Claiming ready jobs: by kind, resuming after a place in the claim order, and for kinds with a
 //! limit on their running jobs.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobs_core::{JobId, RateLimit};
@@ -855,13 +855,16 @@ pub struct ClaimLimits {
 
 /// Claims up to `limit` ready jobs of `kind`, which has a per-key limit, from `queue`, each
 /// leased for `lease`, within `limits`: round-robin across the limit keys with room, going on
-/// after `cursor` (the last key the previous claim took a job of), which it moves to the last
-/// key this claim took one of. One transaction: the kind's advisory lock, the claim, and, when
+/// after `round`'s cursor (the key of the last job the previous claim took), which it moves to
+/// the key of the last job this claim takes. One transaction: the kind's advisory lock, the claim, and, when
 /// the claim took fewer than `limit`, whether due jobs remain (held back) and, if so, when the
 /// kind's rate limit lets the next job start.
 ///
-/// Jobs of the kind without a limit key (enqueued before the kind declared one) are claimed,
-/// within the kind's own limits, only when the claim took nothing and no job with a key is due.
+/// Jobs of the kind without a limit key (enqueued before the kind declared one, or by a version
+/// of the application that did not declare it) are claimed, within the kind's own limits, when
+/// the claim took nothing and no job with a key is due, and otherwise by a claim that came back
+/// short at most every `round`'s interval: looking for them walks the ready index past the
+/// kind's keyed jobs, a cost paid at most that often.
 pub async fn claim_key_limited(
     pool: &PgPool,
     kind: &str,
@@ -869,7 +872,7 @@ pub async fn claim_key_limited(
     limit: usize,
     limits: ClaimLimits,
     lease: Duration,
-    cursor: &mut Option<String>,
+    round: &mut KeyRound,
 ) -> Result<LimitedClaim, sqlx::Error> {
     let queues = [queue.to_owned()];
     let mut transaction = pool.begin().await?;
@@ -881,42 +884,58 @@ pub async fn claim_key_limited(
         .rate_limit
         .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
     let rate_window = limits.rate_limit.map(|rate| rate.per().as_secs_f64());
-    let rows: Vec<KeyLimitedClaimedJob> = sqlx::query_as(CLAIM_KEY_LIMITED_JOBS)
-        .bind(kind)
-        .bind(queue)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(limits.max_running.map(i64::from))
-        .bind(lease.as_secs_f64())
-        .bind(rate_jobs)
-        .bind(rate_window)
-        .bind(limits.max_running_per_key.map_or(i64::MAX, i64::from))
-        .bind(cursor.as_deref())
-        .fetch_all(&mut *transaction)
-        .await?;
-    if let Some(last) = rows.first().and_then(|row| row.key_cursor.clone()) {
-        *cursor = Some(last);
-    }
-    let mut jobs: Vec<ClaimedJob> = rows.into_iter().map(|row| row.job).collect();
-    if jobs.is_empty() {
-        let keyed_due: bool = sqlx::query_scalar(KEYED_JOBS_DUE)
+    let mut jobs: Vec<ClaimedJob> = Vec::new();
+    // Rounds until the claim has what it asked for or a round takes nothing: a round whose keys
+    // could not use their whole share leaves room for the next. Each round counts this
+    // transaction's own claims, so the limits hold across rounds.
+    while jobs.len() < limit {
+        let rows: Vec<KeyLimitedClaimedJob> = sqlx::query_as(CLAIM_KEY_LIMITED_JOBS)
             .bind(kind)
             .bind(queue)
-            .fetch_one(&mut *transaction)
+            .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
+            .bind(limits.max_running.map(i64::from))
+            .bind(lease.as_secs_f64())
+            .bind(rate_jobs)
+            .bind(rate_window)
+            .bind(limits.max_running_per_key.map_or(i64::MAX, i64::from))
+            .bind(round.cursor.as_deref())
+            .fetch_all(&mut *transaction)
             .await?;
-        if !keyed_due {
-            jobs = sqlx::query_as(CLAIM_UNKEYED_LIMITED_JOBS)
+        let Some(last) = rows.first().map(|row| row.key_cursor.clone()) else {
+            break;
+        };
+        round.cursor = last;
+        jobs.extend(rows.into_iter().map(|row| row.job));
+    }
+    if jobs.len() < limit {
+        let look_for_unkeyed = if round.unkeyed_look_due() {
+            true
+        } else if jobs.is_empty() {
+            let keyed_due: bool = sqlx::query_scalar(KEYED_JOBS_DUE)
+                .bind(kind)
+                .bind(queue)
+                .fetch_one(&mut *transaction)
+                .await?;
+            !keyed_due
+        } else {
+            false
+        };
+        if look_for_unkeyed {
+            round.unkeyed_looked();
+            let unkeyed: Vec<ClaimedJob> = sqlx::query_as(CLAIM_UNKEYED_LIMITED_JOBS)
                 .bind(kind)
                 .bind(&queues[..])
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
                 .bind(limits.max_running.map(i64::from))
                 .bind(lease.as_secs_f64())
                 .bind(rate_jobs)
                 .bind(rate_window)
                 .fetch_all(&mut *transaction)
                 .await?;
+            jobs.extend(unkeyed);
         }
     }
-    let held = held_back(
+    let (held_back, rate_room_in) = held_back(
         &mut transaction,
         kind,
         &queues,
@@ -928,7 +947,39 @@ pub async fn claim_key_limited(
     transaction.commit().await?;
     Ok(LimitedClaim {
         jobs,
-        rate_room_in: held.1,
-        held_back: held.0,
+        rate_room_in,
+        held_back,
     })
+}
+
+/// Where a producer of a kind with a per-key limit stands between claims: the key its last
+/// round ended at, and when it last looked for the kind's jobs without a key.
+#[derive(Debug)]
+pub struct KeyRound {
+    /// The key of the last job the last round took; the next round goes on after it.
+    pub cursor: Option<String>,
+    /// How often a claim that came back short looks for jobs without a key, at most.
+    unkeyed_every: Duration,
+    /// When one last did.
+    unkeyed_looked_at: Instant,
+}
+
+impl KeyRound {
+    /// A producer's first round, looking for jobs without a key at most every `unkeyed_every`
+    /// when its claims come back short (and whenever no job with a key is due).
+    pub fn new(unkeyed_every: Duration) -> Self {
+        Self {
+            cursor: None,
+            unkeyed_every,
+            unkeyed_looked_at: Instant::now(),
+        }
+    }
+
+    fn unkeyed_look_due(&self) -> bool {
+        self.unkeyed_looked_at.elapsed() >= self.unkeyed_every
+    }
+
+    fn unkeyed_looked(&mut self) {
+        self.unkeyed_looked_at = Instant::now();
+    }
 }

@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use super::executor::execute;
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
-use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, LimitedClaim};
+use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim};
 use jobs_core::RateLimit;
 
 /// What a producer needs to know about the jobs it claims.
@@ -79,18 +79,25 @@ pub enum Claim {
 impl Claim {
     /// Claims up to `wanted` jobs, from the front of the claim order or `from` a place in it
     /// (a limited kind's claims always start at the front); the claims of a fair kind or a kind
-    /// with a per-key limit go on after the key at `round_cursor`, and move it.
+    /// with a per-key limit go on after the key `round` ended at, and move it.
     async fn claim(
         &self,
         shared: &Shared,
         wanted: usize,
         from: Option<ClaimPlace>,
-        round_cursor: &mut Option<String>,
+        round: &mut KeyRound,
     ) -> Result<LimitedClaim, sqlx::Error> {
         match self {
             Claim::Fair { kind, queue, lease } => Ok(LimitedClaim {
-                jobs: store::claim_fair(&shared.pool, queue, kind, *lease, wanted, round_cursor)
-                    .await?,
+                jobs: store::claim_fair(
+                    &shared.pool,
+                    queue,
+                    kind,
+                    *lease,
+                    wanted,
+                    &mut round.cursor,
+                )
+                .await?,
                 rate_room_in: None,
                 held_back: false,
             }),
@@ -100,16 +107,8 @@ impl Claim {
                 limits,
                 lease,
             } => {
-                store::claim_key_limited(
-                    &shared.pool,
-                    kind,
-                    queue,
-                    wanted,
-                    *limits,
-                    *lease,
-                    round_cursor,
-                )
-                .await
+                store::claim_key_limited(&shared.pool, kind, queue, wanted, *limits, *lease, round)
+                    .await
             }
             Claim::Queue {
                 queue,
@@ -212,9 +211,9 @@ pub async fn produce(
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
-    // The key the last claim of a fair kind, or of a kind with a per-key limit, ended at: the
-    // next round goes on after it.
-    let mut round_cursor = None;
+    // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
+    // round goes on after its key.
+    let mut round = KeyRound::new(shared.config.poll_interval);
     let mut outcomes_written = shared.outcomes_written.subscribe();
     // How long a producer held back with room in its rate window waits before claiming again:
     // the room came back between its claim and its look at the window, or other claims hold
@@ -273,7 +272,7 @@ pub async fn produce(
         loop {
             match plan
                 .claim
-                .claim(&shared, wanted - claimed, from, &mut round_cursor)
+                .claim(&shared, wanted - claimed, from, &mut round)
                 .await
             {
                 Ok(LimitedClaim {
