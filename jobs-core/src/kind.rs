@@ -68,6 +68,9 @@ pub struct JobOptions {
     /// Most jobs of this kind with the same limit key running at once, across all workers;
     /// unlimited when `None`. Needs [`limit_key`](Self::limit_key).
     pub max_running_per_key: Option<u32>,
+    /// Most jobs of this kind with the same limit key started in any window of the limit's
+    /// length, across all workers; unlimited when `None`. Needs [`limit_key`](Self::limit_key).
+    pub rate_limit_per_key: Option<RateLimit>,
 }
 
 impl JobOptions {
@@ -92,6 +95,7 @@ impl JobOptions {
         fair_key: None,
         limit_key: None,
         max_running_per_key: None,
+        rate_limit_per_key: None,
     };
 }
 

@@ -51,14 +51,14 @@ pub enum RegistryError {
     /// A kind has a fairness key and a limit on its running jobs or their rate (set in
     /// `#[job]`, which refuses the pair at compile time, or on the worker's builder): a kind is
     /// claimed either round-robin by its fairness key or under its limits.
-    #[error("job kind `{kind}` has a fairness key (`fair_key`) and a limit (`max_running`, `rate_limit` or `max_running_per_key`): a kind is claimed either round-robin by its fairness key or under its limits; put the limited work in a kind of its own")]
+    #[error("job kind `{kind}` has a fairness key (`fair_key`) and a limit (`max_running`, `rate_limit`, `max_running_per_key` or `rate_limit_per_key`): a kind is claimed either round-robin by its fairness key or under its limits; put the limited work in a kind of its own")]
     FairKeyWithLimit {
         /// The job kind.
         kind: &'static str,
     },
     /// A kind has a per-key limit but no limit key to count by (a registration built by hand,
     /// or a run-time limit on a kind whose `#[job]` declares no `limit_key`).
-    #[error("job kind `{kind}` has `max_running_per_key` but no `limit_key` to count its jobs by: declare one in #[job(limit_key = \"<field>\")]")]
+    #[error("job kind `{kind}` has a per-key limit (`max_running_per_key` or `rate_limit_per_key`) but no `limit_key` to count its jobs by: declare one in #[job(limit_key = \"<field>\")]")]
     PerKeyLimitWithoutKey {
         /// The job kind.
         kind: &'static str,
@@ -160,13 +160,15 @@ fn check_registration(registration: &JobRegistration) -> Result<(), RegistryErro
     let options = &registration.options;
     let limited = options.max_running.is_some()
         || options.rate_limit.is_some()
-        || options.max_running_per_key.is_some();
+        || options.max_running_per_key.is_some()
+        || options.rate_limit_per_key.is_some();
     if options.fair_key.is_some() && limited {
         return Err(RegistryError::FairKeyWithLimit {
             kind: registration.name,
         });
     }
-    if options.max_running_per_key.is_some() && options.limit_key.is_none() {
+    let per_key = options.max_running_per_key.is_some() || options.rate_limit_per_key.is_some();
+    if per_key && options.limit_key.is_none() {
         return Err(RegistryError::PerKeyLimitWithoutKey {
             kind: registration.name,
         });

@@ -40,6 +40,7 @@ pub const KEYS: &[&str] = &[
     "fair_key",
     "limit_key",
     "max_running_per_key",
+    "rate_limit_per_key",
     "crate",
 ];
 
@@ -80,6 +81,7 @@ pub struct JobAttr {
     /// The limit key template, checked against the arguments in `valid`.
     pub limit_key: Option<LitStr>,
     pub max_running_per_key: Option<Setting<u32>>,
+    pub rate_limit_per_key: Option<Setting<RateLimit>>,
     pub krate: Option<Setting<syn::Path>>,
     /// The keys as written, in order, for errors about a key rather than its value.
     pub keys: Vec<Ident>,
@@ -158,7 +160,8 @@ impl JobAttr {
             "missed" => self.missed = missed(value, errors),
             "max_missed" => self.max_missed = at_least_one(key, value, errors),
             "max_running" => self.max_running = at_least_one(key, value, errors),
-            "rate_limit" => self.rate_limit = rate_limit(value, errors),
+            "rate_limit" => self.rate_limit = rate_limit(key, value, errors),
+            "rate_limit_per_key" => self.rate_limit_per_key = rate_limit(key, value, errors),
             "fair_key" => self.fair_key = string_literal(key, value, errors),
             "limit_key" => self.limit_key = string_literal(key, value, errors),
             "max_running_per_key" => self.max_running_per_key = at_least_one(key, value, errors),
@@ -543,9 +546,10 @@ fn missed(value: &Expr, errors: &mut Errors) -> Option<Setting<MissedTicks>> {
 }
 
 /// A rate limit, `"<jobs>/<window>"`.
-fn rate_limit(value: &Expr, errors: &mut Errors) -> Option<Setting<RateLimit>> {
+/// A rate limit: `rate_limit` or `rate_limit_per_key`.
+fn rate_limit(key: &str, value: &Expr, errors: &mut Errors) -> Option<Setting<RateLimit>> {
     let literal = string_or(value, errors, || {
-        "expected a string for `rate_limit`, like `rate_limit = \"100/1s\"` (at most 100 jobs started in any second)".to_owned()
+        format!("expected a string for `{key}`, like `{key} = \"100/1s\"` (at most 100 jobs started in any second)")
     })?;
     match RateLimit::parse(&literal.value()) {
         Ok(limit) => Some(Setting {
@@ -553,7 +557,7 @@ fn rate_limit(value: &Expr, errors: &mut Errors) -> Option<Setting<RateLimit>> {
             span: literal.span(),
         }),
         Err(error) => {
-            errors.error(literal, format!("invalid `rate_limit`: {error}"));
+            errors.error(literal, format!("invalid `{key}`: {error}"));
             None
         }
     }

@@ -307,6 +307,14 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let rate_limit_per_key = match &attr.rate_limit_per_key {
+        Some(limit) => {
+            let jobs = limit.value.jobs();
+            let per = duration_tokens(limit.value.per());
+            quote!(::core::option::Option::Some(#krate::RateLimit::from_checked_parts(#jobs, #per)))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let schedule = schedule_tokens(attr, krate);
     let max_running = match &attr.max_running {
         Some(max) => {
@@ -348,6 +356,7 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
             fair_key: #fair_key,
             limit_key: #limit_key,
             max_running_per_key: #max_running_per_key,
+            rate_limit_per_key: #rate_limit_per_key,
         }
     }
 }

@@ -105,7 +105,12 @@ fn check_fair_key_alone(attr: &JobAttr, errors: &mut Errors) {
     let Some(template) = &attr.fair_key else {
         return;
     };
-    for limit in ["max_running", "rate_limit", "max_running_per_key"] {
+    for limit in [
+        "max_running",
+        "rate_limit",
+        "max_running_per_key",
+        "rate_limit_per_key",
+    ] {
         if attr.has(limit) {
             errors.error(
                 template,
@@ -117,19 +122,21 @@ fn check_fair_key_alone(attr: &JobAttr, errors: &mut Errors) {
 
 /// Checks that a per-key limit has a key to count by, and a limit key a limit to key.
 fn check_per_key_limits(attr: &JobAttr, errors: &mut Errors) {
-    if let Some(limit) = attr.key("max_running_per_key") {
-        if !attr.has("limit_key") {
-            errors.error(
-                limit,
-                "`max_running_per_key` needs a `limit_key` to count jobs by, such as `limit_key = \"<merchant_id>\"`",
-            );
+    for name in ["max_running_per_key", "rate_limit_per_key"] {
+        if let Some(limit) = attr.key(name) {
+            if !attr.has("limit_key") {
+                errors.error(
+                    limit,
+                    format!("`{name}` needs a `limit_key` to count jobs by, such as `limit_key = \"<merchant_id>\"`"),
+                );
+            }
         }
     }
     if let Some(template) = &attr.limit_key {
-        if !attr.has("max_running_per_key") {
+        if !attr.has("max_running_per_key") && !attr.has("rate_limit_per_key") {
             errors.error(
                 template,
-                "`limit_key` keys no limit: add `max_running_per_key = N` (at most N jobs with the same key running at once)",
+                "`limit_key` keys no limit: add `max_running_per_key = N` (at most N jobs with the same key running at once) or `rate_limit_per_key = \"N/window\"`",
             );
         }
     }

@@ -71,6 +71,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(18, "rate_limits", "0018_rate_limits.sql"),
     migration!(19, "fair_share", "0019_fair_share.sql"),
     migration!(20, "per_key_limits", "0020_per_key_limits.sql"),
+    migration!(21, "per_key_rate_limits", "0021_per_key_rate_limits.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -176,6 +176,19 @@ async fn per_key_limits_given_at_run_time_need_a_key() {
     );
     let error = refusal(
         Worker::builder(db.pool.clone())
+            .kinds(["record_run"])
+            .state(db.pool.clone())
+            .rate_limit_per_key("record_run", "10/1s".parse().unwrap()),
+    );
+    assert!(
+        matches!(
+            error,
+            WorkerError::Registry(RegistryError::PerKeyLimitWithoutKey { kind: "record_run" })
+        ),
+        "{error}"
+    );
+    let error = refusal(
+        Worker::builder(db.pool.clone())
             .kinds(["per_merchant"])
             .state(db.pool.clone())
             .max_running_per_key("per_merchant", 0),
@@ -236,6 +249,7 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
         max_running: None,
         rate_limit: None,
         max_running_per_key: Some(5),
+        rate_limit_per_key: None,
     };
     let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
     let claim = claim_key_limited(
@@ -265,4 +279,81 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
         ]
     );
     assert!(claim.held_back, "a's other jobs wait on its limit");
+}
+
+/// The most jobs of one limit key started in any window of `window_ms`, from the rows' start
+/// times (each window starting at a start).
+async fn most_started_per_key_in_any_window(db: &Db, window_ms: u32) -> i64 {
+    db.count(&format!(
+        "SELECT coalesce(max(in_window), 0) FROM (
+             SELECT (SELECT count(*) FROM jobs_queue AS other
+                     WHERE other.limit_key = first.limit_key
+                       AND other.attempted_at >= first.attempted_at
+                       AND other.attempted_at < first.attempted_at
+                                                + interval '{window_ms} milliseconds')
+                    AS in_window
+             FROM jobs_queue AS first WHERE first.attempted_at IS NOT NULL
+         ) AS windows"
+    ))
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_rate_limit_holds_in_every_window_across_workers() {
+    let db = Db::new().await;
+    let jobs = (0..9).flat_map(|_| {
+        ["acme", "globex", "initech"].map(|merchant| crate::test_jobs::per_merchant_rated::Args {
+            merchant: merchant.to_owned(),
+        })
+    });
+    crate::test_jobs::per_merchant_rated::enqueue_many(&db.pool, jobs)
+        .await
+        .unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let pool = db.other_pool(4).await;
+        workers.push(
+            Worker::builder(pool)
+                .kinds(["per_merchant_rated"])
+                .state(db.pool.clone())
+                .config(fast_config())
+                .build()
+                .expect("worker builds")
+                .start(),
+        );
+    }
+    db.wait_for_count(
+        "every job done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        27,
+    )
+    .await;
+    for worker in workers {
+        worker.shutdown().await.unwrap();
+    }
+    let most = most_started_per_key_in_any_window(&db, 300).await;
+    let span_ms: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM max(attempted_at) - min(attempted_at))::float8 * 1000
+         FROM jobs_queue",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    println!(
+        "per-key rate limit 3/300ms: at most {most} of one merchant started in any 300 ms; \
+         9 per merchant took {span_ms:.0} ms (the limit's pace: 600 ms after the first window)"
+    );
+    assert!(
+        most <= 3,
+        "{most} jobs of one merchant started within 300 ms"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM runs").await,
+        27,
+        "each job ran once: held-back jobs waited ready, spending no attempt"
+    );
+    let rows = db
+        .count("SELECT count(*) FROM jobs_key_rate_limits WHERE kind = 'per_merchant_rated'")
+        .await;
+    assert!(rows <= 3, "one row per merchant at most ({rows})");
 }

@@ -328,3 +328,15 @@ pub async fn per_merchant(
     tokio::time::sleep(Duration::from_millis(millis)).await;
     Ok(())
 }
+
+/// Records each run, with at most 3 started per merchant in any 300 ms across all workers.
+#[job(limit_key = "<merchant>", rate_limit_per_key = "3/300ms")]
+pub async fn per_merchant_rated(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    merchant: String,
+) -> JobResult {
+    let _ = merchant;
+    record(&pool, &ctx).await?;
+    Ok(())
+}

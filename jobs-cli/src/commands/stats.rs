@@ -71,6 +71,9 @@ fn limits_lines(limits: &[LimitStats]) -> String {
                     super::count(limit.keys_at_limit as usize, "key")
                 ));
             }
+            if let Some(per_key) = limit.limits.rate_limit_per_key {
+                parts.push(format!("at most {per_key} started per key"));
+            }
             let held = match limit.held_back {
                 0 => String::from("none held back"),
                 held => format!("{} held back", super::count(held as usize, "due job")),
@@ -354,6 +357,7 @@ mod tests {
                 max_running,
                 rate_limit: rate.map(|rate| rate.parse().unwrap()),
                 max_running_per_key: None,
+                rate_limit_per_key: None,
             },
             workers_disagree: false,
             running: 2,

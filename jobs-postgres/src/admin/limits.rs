@@ -22,23 +22,32 @@ pub struct KindLimits {
     pub rate_limit: Option<RateLimit>,
     /// Most jobs of it with the same limit key running at once, if limited.
     pub max_running_per_key: Option<u32>,
+    /// Most jobs of it with the same limit key started in any window of the limit's length, if
+    /// limited.
+    pub rate_limit_per_key: Option<RateLimit>,
 }
 
 impl KindLimits {
     /// The limits a worker's row declares; a rate limit the row holds but this version cannot
     /// read is left out.
     pub(crate) fn from_declared(declared: DeclaredLimits) -> Self {
-        let rate_limit = match (declared.rate_jobs, declared.rate_window_secs) {
+        let rate = |jobs: Option<u32>, secs: Option<f64>| match (jobs, secs) {
             (Some(jobs), Some(secs)) => Duration::try_from_secs_f64(secs)
                 .ok()
                 .and_then(|per| RateLimit::new(jobs, per).ok()),
             _ => None,
         };
+        let rate_limit = rate(declared.rate_jobs, declared.rate_window_secs);
+        let rate_limit_per_key = rate(
+            declared.rate_per_key_jobs,
+            declared.rate_per_key_window_secs,
+        );
         Self {
             kind: declared.kind,
             max_running: declared.max_running,
             rate_limit,
             max_running_per_key: declared.max_running_per_key,
+            rate_limit_per_key,
         }
     }
 
@@ -47,6 +56,7 @@ impl KindLimits {
         self.max_running.is_some()
             || self.rate_limit.is_some()
             || self.max_running_per_key.is_some()
+            || self.rate_limit_per_key.is_some()
     }
 }
 

@@ -303,10 +303,15 @@ SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LI
 FROM claimed"
 );
 
-/// The advisory lock key that serializes the claims of kind `$1`, which has a limit on its
-/// running jobs or on their rate (see [`CLAIM_LIMITED_JOBS`]).
-pub const LOCK_LIMITED_KIND: &str =
-    "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
+/// Takes the advisory lock that serializes the claims of kind `$1`, which has a limit on its
+/// running jobs or on their rate, or a per-key limit (see [`CLAIM_LIMITED_JOBS`]), until the
+/// transaction ends; and has the transaction's statements use their generic plans at once
+/// (`plan_cache_mode`, for this transaction alone): a claim of a kind with a per-key limit is
+/// planned, one-off, at about the cost of running it, and PostgreSQL would otherwise plan it
+/// again at every execution.
+pub const LOCK_LIMITED_KIND: &str = "
+SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0)),
+       set_config('plan_cache_mode', 'force_generic_plan', true)";
 
 /// The limits of a limited claim, as two CTEs: `kept_starts`, the starts of kind `$1` still
 /// inside the longer of the window `$7` and its row's, and `room`, how many jobs the claim may
@@ -459,9 +464,67 @@ macro_rules! first_limit_key {
     };
 }
 
+/// Whether the start at `$at` (an SQL expression) falls in the same 1/64 of the per-key rate
+/// limit's window `$11` as the claim's time, on a fixed grid of the clock (see
+/// [`CLAIM_LIMITED_JOBS`]).
+macro_rules! in_this_slice {
+    ($at:literal) => {
+        concat!(
+            "floor(extract(epoch FROM least(",
+            $at,
+            ", statement_timestamp())) / ($11::float8 / 64))
+             = floor(extract(epoch FROM statement_timestamp()) / ($11::float8 / 64))"
+        )
+    };
+}
+
+/// The recorded starts of limit key `$key` (an SQL expression) of kind `$1` still inside the
+/// longer of the window `$11` and the row's: a `FROM` list and `WHERE` clause over `kept(at,
+/// jobs)`, read by the primary key of `jobs_key_rate_limits`.
+macro_rules! kept_key_starts {
+    ($key:literal) => {
+        concat!(
+            "jobs_key_rate_limits AS row_of_key,
+                 unnest(row_of_key.started_at, row_of_key.started) AS kept(at, jobs)
+            WHERE row_of_key.kind = $1 AND row_of_key.key = ",
+            $key,
+            "
+              AND kept.at > statement_timestamp()
+                            - make_interval(secs => greatest($11::float8, row_of_key.window_secs))"
+        )
+    };
+}
+
+/// How many more jobs of limit key `$key` (an SQL expression) of kind `$1` may start now: `$8`
+/// less its running jobs (from `running_keys`), and, under a per-key rate limit (`$10` jobs in
+/// `$11` seconds), `$10` less its starts in the window (one probe of the primary key of
+/// `jobs_key_rate_limits`).
+macro_rules! key_room {
+    ($key:literal) => {
+        concat!(
+            "least(
+               $8 - coalesce((SELECT running FROM running_keys WHERE running_keys.key = ",
+            $key,
+            "), 0),
+               coalesce($10::integer - (SELECT sum(window_start.jobs)
+                               FROM jobs_key_rate_limits AS row_of_key,
+                                    unnest(row_of_key.started_at, row_of_key.started)
+                                      AS window_start(at, jobs)
+                               WHERE $10::integer IS NOT NULL AND row_of_key.kind = $1
+                                 AND row_of_key.key = ",
+            $key,
+            "
+                                 AND window_start.at > statement_timestamp()
+                                                       - make_interval(secs => $11::float8)),
+                        $10::integer, $8))"
+        )
+    };
+}
+
 /// Claims up to `$3` ready jobs of kind `$1`, which has a per-key limit, from queue `$2`, each
 /// leased for `$5` seconds: no more than leave at most `$8` jobs with the same limit key running
-/// across all workers, nor than the kind's own limits allow (`$4`, `$6`, `$7` as in
+/// across all workers, nor than leave at most `$10` of a key started in the last `$11` seconds
+/// (off when null), nor than the kind's own limits allow (`$4`, `$6`, `$7` as in
 /// [`CLAIM_LIMITED_JOBS`]). `$9` is the last key the previous claim took a job of (null at
 /// first). Run after [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_JOBS`]
 /// returns, and on every row `key_cursor`: the key of the last job this claim took in turn
@@ -470,12 +533,19 @@ macro_rules! first_limit_key {
 /// The running jobs of the kind are counted per key through the index of running jobs (bounded
 /// by all workers' slots). The keys with due jobs are visited as a ring in key order, starting
 /// after `$9` and wrapping around, each found by one descent of `jobs_queue_ready_limit_key` (a
-/// loose index scan): the keys whose running jobs fill their limit are passed over (at most as
-/// many as there are such keys, since each has a running job), until as many keys with room as
-/// the claim may take jobs are found. Each key with room offers its first jobs in claim order,
+/// loose index scan), and its room read: its running jobs from those counted, and under a
+/// per-key rate limit its starts in the window from its row of `jobs_key_rate_limits` (one probe
+/// of the primary key). The keys without room are passed over until as many keys with room as
+/// the claim may take jobs are found, or the ring comes round. Each key with room offers its first jobs in claim order,
 /// no more than its room, and as many as the claim may take shared between those keys, rounded
 /// up; the claim takes them turn by turn, the first job of every key, then the second. So the
 /// keys take turns, and a key with a backlog never holds back the others.
+///
+/// Under a per-key rate limit, the starts of each key live in its row of
+/// `jobs_key_rate_limits`, kept and recorded as [`CLAIM_LIMITED_JOBS`] keeps a kind's (per 1/64
+/// of the window); the claim reads the rows of the keys it visits, rewrites those of the keys it
+/// starts jobs of, and deletes up to 16 rows whose starts have all left the window (and the
+/// row's own, when a worker with a longer window wrote it): at least as many as a claim can add.
 pub const CLAIM_KEY_LIMITED_JOBS: &str = concat!(
     "
 WITH RECURSIVE ",
@@ -484,39 +554,40 @@ WITH RECURSIVE ",
     SELECT limit_key AS key, count(*) AS running FROM jobs_queue
     WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
     GROUP BY limit_key
-), full_keys AS (
-    SELECT key FROM running_keys WHERE running >= $8
 ), ring AS (
-    SELECT first.key, first.key AS start, 1 AS visited,
-           CASE WHEN first.key IN (SELECT key FROM full_keys) THEN 0 ELSE 1 END AS opened
-    FROM (SELECT coalesce(",
+    SELECT first.key, first.key AS start, 1 AS visited, first.room,
+           CASE WHEN first.room > 0 THEN 1 ELSE 0 END AS opened
+    FROM (SELECT candidate.key, ",
+    key_room!("candidate.key"),
+    " AS room
+          FROM (SELECT coalesce(",
     next_limit_key!("$9"),
     ",
-                          ",
+                                ",
     first_limit_key!(),
-    ") AS key OFFSET 0) AS first
+    ") AS key OFFSET 0) AS candidate
+          OFFSET 0) AS first
     WHERE first.key IS NOT NULL AND (SELECT jobs FROM room) > 0 AND ",
     queue_not_paused!("$2"),
     "
     UNION ALL
-    SELECT next.key, ring.start, ring.visited + 1,
-           ring.opened + CASE WHEN next.key IN (SELECT key FROM full_keys) THEN 0 ELSE 1 END
+    SELECT next.key, ring.start, ring.visited + 1, next.room,
+           ring.opened + CASE WHEN next.room > 0 THEN 1 ELSE 0 END
     FROM ring
-    CROSS JOIN LATERAL (SELECT coalesce(",
+    CROSS JOIN LATERAL (
+        SELECT candidate.key, ",
+    key_room!("candidate.key"),
+    " AS room
+        FROM (SELECT coalesce(",
     next_limit_key!("ring.key"),
     ",
-                                        ",
+                              ",
     first_limit_key!(),
-    ") AS key OFFSET 0) AS next
-    WHERE ring.opened < (SELECT jobs FROM room)
-      AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM full_keys)
-      AND next.key <> ring.start
+    ") AS key OFFSET 0) AS candidate
+        OFFSET 0) AS next
+    WHERE ring.opened < (SELECT jobs FROM room) AND next.key <> ring.start
 ), open_keys AS (
-    SELECT ring.key, ring.visited,
-           $8 - coalesce((SELECT running FROM running_keys WHERE running_keys.key = ring.key), 0)
-             AS room
-    FROM ring
-    WHERE ring.key NOT IN (SELECT key FROM full_keys)
+    SELECT key, visited, room FROM ring WHERE room > 0
 ), share AS (
     SELECT ceil((SELECT jobs FROM room)::numeric / greatest(count(*), 1))::bigint AS jobs
     FROM open_keys
@@ -542,7 +613,42 @@ WITH RECURSIVE ",
     "
 ), ",
     starts_recorded!(),
+    ", taken AS (
+    SELECT key, count(*) AS jobs FROM claimable WHERE $10::integer IS NOT NULL GROUP BY key
+), taken_starts AS (
+    SELECT taken.key, least(kept.at, statement_timestamp()) AS at, kept.jobs,
+           ",
+    in_this_slice!("kept.at"),
+    " AS in_this_slice
+    FROM taken, ",
+    kept_key_starts!("taken.key"),
     "
+), key_starts_recorded AS (
+    INSERT INTO jobs_key_rate_limits AS rate
+        (kind, key, window_secs, last_started_at, started_at, started)
+    SELECT $1, taken.key, $11, statement_timestamp(),
+           ARRAY(SELECT at FROM taken_starts
+                 WHERE taken_starts.key = taken.key AND NOT in_this_slice ORDER BY at)
+             || statement_timestamp(),
+           ARRAY(SELECT jobs FROM taken_starts
+                 WHERE taken_starts.key = taken.key AND NOT in_this_slice ORDER BY at)
+             || (taken.jobs + (SELECT coalesce(sum(jobs), 0) FROM taken_starts
+                               WHERE taken_starts.key = taken.key AND in_this_slice))::integer
+    FROM taken
+    ON CONFLICT (kind, key) DO UPDATE
+    SET window_secs = excluded.window_secs, last_started_at = excluded.last_started_at,
+        started_at = excluded.started_at, started = excluded.started
+), key_starts_pruned AS (
+    DELETE FROM jobs_key_rate_limits
+    WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM jobs_key_rate_limits AS rate
+        WHERE rate.kind = $1 AND $10::integer IS NOT NULL
+          AND rate.last_started_at < statement_timestamp() - make_interval(secs => $11::float8)
+          AND rate.last_started_at < statement_timestamp()
+                                     - make_interval(secs => greatest($11::float8, rate.window_secs))
+          AND rate.key NOT IN (SELECT key FROM claimable)
+        LIMIT 16))
+)
 SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
                   AS key_cursor
 FROM claimed"
@@ -851,6 +957,9 @@ pub struct ClaimLimits {
     pub rate_limit: Option<RateLimit>,
     /// Most jobs of the kind with the same limit key running at once, if limited.
     pub max_running_per_key: Option<u32>,
+    /// Most jobs of the kind with the same limit key started in any window of the limit's
+    /// length, if limited.
+    pub rate_limit_per_key: Option<RateLimit>,
 }
 
 /// Claims up to `limit` ready jobs of `kind`, which has a per-key limit, from `queue`, each
@@ -899,6 +1008,16 @@ pub async fn claim_key_limited(
             .bind(rate_window)
             .bind(limits.max_running_per_key.map_or(i64::MAX, i64::from))
             .bind(round.cursor.as_deref())
+            .bind(
+                limits
+                    .rate_limit_per_key
+                    .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX)),
+            )
+            .bind(
+                limits
+                    .rate_limit_per_key
+                    .map(|rate| rate.per().as_secs_f64()),
+            )
             .fetch_all(&mut *transaction)
             .await?;
         let Some(last) = rows.first().map(|row| row.key_cursor.clone()) else {

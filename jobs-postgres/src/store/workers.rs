@@ -57,6 +57,10 @@ pub(crate) struct DeclaredLimits {
     /// Absent from the rows of workers older than per-key limits.
     #[serde(default)]
     pub(crate) max_running_per_key: Option<u32>,
+    #[serde(default)]
+    pub(crate) rate_per_key_jobs: Option<u32>,
+    #[serde(default)]
+    pub(crate) rate_per_key_window_secs: Option<f64>,
 }
 
 /// What a worker says of itself.

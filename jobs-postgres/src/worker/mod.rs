@@ -137,8 +137,9 @@ pub enum WorkerError {
         /// Why the last attempt failed; `None` when the stop came before any attempt ended.
         last_error: Option<sqlx::Error>,
     },
-    /// [`WorkerBuilder::max_running`], [`WorkerBuilder::rate_limit`] or
-    /// [`WorkerBuilder::max_running_per_key`] names a kind this worker does not run.
+    /// [`WorkerBuilder::max_running`], [`WorkerBuilder::rate_limit`],
+    /// [`WorkerBuilder::max_running_per_key`] or [`WorkerBuilder::rate_limit_per_key`] names a
+    /// kind this worker does not run.
     #[error("`.{setting}(\"{kind}\", ..)`: this worker runs no job kind `{kind}` (it runs {})", quoted_list(.known))]
     LimitOfUnknownKind {
         /// The builder method.
@@ -264,6 +265,7 @@ struct LimitOverride {
     max_running: Option<u32>,
     rate_limit: Option<RateLimit>,
     max_running_per_key: Option<u32>,
+    rate_limit_per_key: Option<RateLimit>,
 }
 
 impl WorkerBuilder {
@@ -358,6 +360,20 @@ impl WorkerBuilder {
             .entry(kind.into())
             .or_default()
             .max_running_per_key = Some(max_running);
+        self
+    }
+
+    /// Lets at most `limit.jobs()` jobs of kind `kind` with the same limit key start in any
+    /// window of `limit.per()` across all workers, in place of its `#[job(rate_limit_per_key =
+    /// ..)]`: for limits read from configuration. The kind must declare its key
+    /// (`#[job(limit_key = "<merchant_id>")]`). Every worker enforces the limit it was given, so
+    /// give every worker of the kind the same. [`build`](Self::build) refuses a kind this worker
+    /// does not run, and a kind without a `limit_key`.
+    pub fn rate_limit_per_key(mut self, kind: impl Into<String>, limit: RateLimit) -> Self {
+        self.limits
+            .entry(kind.into())
+            .or_default()
+            .rate_limit_per_key = Some(limit);
         self
     }
 
@@ -480,8 +496,10 @@ fn with_limits(
                 "max_running"
             } else if limit.rate_limit.is_some() {
                 "rate_limit"
-            } else {
+            } else if limit.max_running_per_key.is_some() {
                 "max_running_per_key"
+            } else {
+                "rate_limit_per_key"
             };
             return Err(WorkerError::LimitOfUnknownKind {
                 setting,
@@ -516,6 +534,9 @@ fn with_limits(
                 if let Some(per_key) = limit.max_running_per_key {
                     registration.options.max_running_per_key = Some(per_key);
                 }
+                if let Some(per_key) = limit.rate_limit_per_key {
+                    registration.options.rate_limit_per_key = Some(per_key);
+                }
             }
             registration
         })
@@ -535,6 +556,7 @@ fn kinds_to_run(registry: &Registry, config: &WorkerConfig) -> Vec<KindToRun> {
             rate_limit: registration.options.rate_limit,
             fair: registration.options.fair_key.is_some(),
             max_running_per_key: registration.options.max_running_per_key,
+            rate_limit_per_key: registration.options.rate_limit_per_key,
             lease: registration.options.lease.unwrap_or(config.lease),
         })
         .collect()

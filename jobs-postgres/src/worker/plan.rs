@@ -26,6 +26,9 @@ pub(crate) struct KindToRun {
     pub(crate) fair: bool,
     /// Most jobs of it with the same limit key running at once across all workers, if limited.
     pub(crate) max_running_per_key: Option<u32>,
+    /// Most jobs of it with the same limit key started in any window of the limit's length
+    /// across all workers, if limited.
+    pub(crate) rate_limit_per_key: Option<RateLimit>,
     /// Its lease.
     pub(crate) lease: Duration,
 }
@@ -48,7 +51,7 @@ pub(crate) fn plan_producers(
         kinds.iter().partition(|kind| kind.fair);
     let (key_limited, others): (Vec<&KindToRun>, Vec<&KindToRun>) = unfair
         .into_iter()
-        .partition(|kind| kind.max_running_per_key.is_some());
+        .partition(|kind| kind.max_running_per_key.is_some() || kind.rate_limit_per_key.is_some());
     let (limited, unlimited): (Vec<&KindToRun>, Vec<&KindToRun>) = others
         .into_iter()
         .partition(|kind| kind.max_running.is_some() || kind.rate_limit.is_some());
@@ -88,6 +91,7 @@ pub(crate) fn plan_producers(
             max_running: kind.max_running,
             rate_limit: kind.rate_limit,
             max_running_per_key: kind.max_running_per_key,
+            rate_limit_per_key: kind.rate_limit_per_key,
         };
         for (queue, concurrency) in queues {
             let concurrency = match kind.max_running {
@@ -143,6 +147,9 @@ fn limits_text(kind: &KindToRun) -> String {
     if let Some(per_key) = kind.max_running_per_key {
         limits.push(format!("at most {per_key} running per key"));
     }
+    if let Some(per_key) = kind.rate_limit_per_key {
+        limits.push(format!("at most {per_key} started per key"));
+    }
     limits.join(", ")
 }
 
@@ -158,6 +165,7 @@ mod tests {
             rate_limit: None,
             fair: false,
             max_running_per_key: None,
+            rate_limit_per_key: None,
             lease: Duration::from_secs(lease_secs),
         }
     }

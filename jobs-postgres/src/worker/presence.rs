@@ -53,6 +53,7 @@ pub(crate) fn presence_of<'a>(
                 kind.max_running.is_some()
                     || kind.rate_limit.is_some()
                     || kind.max_running_per_key.is_some()
+                    || kind.rate_limit_per_key.is_some()
             })
             .map(|kind| DeclaredLimits {
                 kind: kind.name.to_owned(),
@@ -60,6 +61,10 @@ pub(crate) fn presence_of<'a>(
                 rate_jobs: kind.rate_limit.map(|limit| limit.jobs()),
                 rate_window_secs: kind.rate_limit.map(|limit| limit.per().as_secs_f64()),
                 max_running_per_key: kind.max_running_per_key,
+                rate_per_key_jobs: kind.rate_limit_per_key.map(|limit| limit.jobs()),
+                rate_per_key_window_secs: kind
+                    .rate_limit_per_key
+                    .map(|limit| limit.per().as_secs_f64()),
             })
             .collect(),
     }

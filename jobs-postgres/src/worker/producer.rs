@@ -219,15 +219,16 @@ pub async fn produce(
     // the room came back between its claim and its look at the window, or other claims hold
     // the jobs locked; one slice of the window (the grain starts are recorded at) at most, the
     // poll interval when shorter.
-    let rate_limit = match &plan.claim {
-        Claim::Limited { rate_limit, .. } => *rate_limit,
-        Claim::KeyLimited { limits, .. } => limits.rate_limit,
-        Claim::Queue { .. } | Claim::Fair { .. } => None,
+    let rate_limits = match &plan.claim {
+        Claim::Limited { rate_limit, .. } => [*rate_limit, None],
+        Claim::KeyLimited { limits, .. } => [limits.rate_limit, limits.rate_limit_per_key],
+        Claim::Queue { .. } | Claim::Fair { .. } => [None, None],
     };
-    let held_retry = match rate_limit {
-        Some(limit) => (limit.per() / 64).min(shared.config.poll_interval),
-        None => shared.config.poll_interval,
-    };
+    let held_retry = rate_limits
+        .into_iter()
+        .flatten()
+        .map(|limit| limit.per() / 64)
+        .fold(shared.config.poll_interval, Duration::min);
     loop {
         let first = tokio::select! {
             permit = Arc::clone(&slots).acquire_owned() => match permit {
