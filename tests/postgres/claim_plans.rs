@@ -551,10 +551,10 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
         check_key_limited_claim(&db, Some(1_000), None, None).await,
         [16, 16]
     );
-    // A running limit the running jobs fill: nothing to walk.
+    // A running limit the running jobs fill: nothing to walk (one row without a job).
     assert_eq!(
         check_key_limited_claim(&db, Some(40), None, None).await,
-        [0, 0]
+        [1, 1]
     );
     // A per-key rate limit of 10 an hour: 500 merchants started jobs in the last half hour, the
     // 10 from merchant 0020 on used up their window (passed over after the 20 at their running
@@ -579,14 +579,35 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
         check_key_limited_claim(&db, None, None, Some((10, 3_600.0))).await,
         [16, 16]
     );
-    // What `jobs stats` reads of the per-key limit: the full keys' waiting jobs, by key.
+    // What `jobs stats` reads of the per-key limits: the waiting jobs of the 30 keys at a limit,
+    // by key (counting them reads their index entries).
     let explain = explain_analyze(sql::KEY_LIMIT_USE);
     let query = sqlx::query_scalar(&explain)
         .bind("per_merchant")
         .bind(2_i64)
-        .bind(vec!["default".to_string()]);
-    let arguments = ["'per_merchant'", "2", "ARRAY['default']"].map(String::from);
+        .bind(vec!["default".to_string()])
+        .bind(10_i32)
+        .bind(3_600.0_f64);
+    let arguments = ["'per_merchant'", "2", "ARRAY['default']", "10", "3600.0"].map(String::from);
     check_plans(&db, "KEY_LIMIT_USE", sql::KEY_LIMIT_USE, query, &arguments).await;
+    // Every other merchant's window full too: the claim visits 64 keys more than it may take
+    // jobs and keys at their running limit, takes nothing, and says where it stopped (one row
+    // without a job).
+    db.execute(
+        "INSERT INTO jobs_key_rate_limits (kind, key, window_secs, last_started_at, started_at,
+                                           started)
+         SELECT 'per_merchant', 'merchant ' || lpad(n::text, 4, '0'), 3600,
+                now() - interval '30 minutes', ARRAY[now() - interval '30 minutes'], ARRAY[10]
+         FROM generate_series(0, 999) AS n
+         ON CONFLICT (kind, key) DO UPDATE
+         SET started_at = excluded.started_at, started = excluded.started",
+    )
+    .await;
+    db.execute("VACUUM ANALYZE jobs_key_rate_limits").await;
+    assert_eq!(
+        check_key_limited_claim(&db, None, None, Some((10, 3_600.0))).await,
+        [1, 1]
+    );
 }
 
 /// [`sql::CLAIM_KEY_LIMITED_JOBS`], run as a worker runs it (in a transaction after

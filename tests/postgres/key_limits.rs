@@ -357,3 +357,46 @@ async fn a_per_key_rate_limit_holds_in_every_window_across_workers() {
         .await;
     assert!(rows <= 3, "one row per merchant at most ({rows})");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_show_the_keys_whose_rate_window_is_full() {
+    let db = Db::new().await;
+    let pool = db.other_pool(4).await;
+    let worker = Worker::builder(pool)
+        .kinds(["per_merchant_rated"])
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    jobs_testkit::wait_until("the worker to record itself", || async {
+        jobs::admin::live_workers(&db.pool).await.unwrap().len() == 1
+    })
+    .await;
+    // In a queue the worker does not serve: merchant a has 4 due jobs and its window full (3
+    // starts, recorded an hour ahead so that the 300 ms window stays full while the test looks);
+    // merchant b has 2 due jobs and no starts.
+    db.execute(
+        "INSERT INTO jobs_key_rate_limits (kind, key, window_secs, last_started_at, started_at,
+                                           started)
+         VALUES ('per_merchant_rated', 'a', 0.3, now() + interval '1 hour',
+                 ARRAY[now() + interval '1 hour'], ARRAY[3]);
+         INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant_rated', 'elsewhere', '{}', 8, key
+         FROM unnest(ARRAY['a', 'a', 'a', 'a', 'b', 'b']) AS key",
+    )
+    .await;
+    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    worker.shutdown().await.unwrap();
+    let limit = stats
+        .limits
+        .iter()
+        .find(|limit| limit.limits.kind == "per_merchant_rated")
+        .expect("the per-key rate limit is shown");
+    assert_eq!(
+        limit.limits.rate_limit_per_key,
+        Some("3/300ms".parse().unwrap())
+    );
+    assert_eq!(limit.keys_at_limit, 1, "merchant a's window is full");
+    assert_eq!(limit.held_back, 4, "merchant a's due jobs wait on it");
+}

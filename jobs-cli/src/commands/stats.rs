@@ -65,14 +65,25 @@ fn limits_lines(limits: &[LimitStats]) -> String {
                     HumanDuration(rate.per())
                 ));
             }
-            if let Some(per_key) = limit.limits.max_running_per_key {
+            let per_key: Vec<String> = [
+                limit
+                    .limits
+                    .max_running_per_key
+                    .map(|max| format!("{max} running")),
+                limit
+                    .limits
+                    .rate_limit_per_key
+                    .map(|rate| format!("{rate} started")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !per_key.is_empty() {
                 parts.push(format!(
-                    "{} at their limit of {per_key} running per key",
-                    super::count(limit.keys_at_limit as usize, "key")
+                    "{} at their limit of {} per key",
+                    super::count(limit.keys_at_limit as usize, "key"),
+                    per_key.join(" or ")
                 ));
-            }
-            if let Some(per_key) = limit.limits.rate_limit_per_key {
-                parts.push(format!("at most {per_key} started per key"));
             }
             let held = match limit.held_back {
                 0 => String::from("none held back"),

@@ -78,8 +78,10 @@ pub struct LimitStats {
     pub started_in_window: u64,
     /// Due ready jobs of the kind, in every queue that is not paused.
     pub due: u64,
-    /// Limit keys whose running jobs fill [`max_running_per_key`](KindLimits::max_running_per_key);
-    /// 0 without a per-key limit.
+    /// Limit keys whose running jobs fill
+    /// [`max_running_per_key`](KindLimits::max_running_per_key), or whose starts fill
+    /// [`rate_limit_per_key`](KindLimits::rate_limit_per_key)'s window; 0 without a per-key
+    /// limit.
     pub keys_at_limit: u64,
     /// Due ready jobs that a limit holds back: all of [`due`](Self::due) while a limit of the
     /// kind is used up, else those of the keys at their limit.
@@ -125,7 +127,7 @@ pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<
     };
     let mut per_key = BTreeMap::new();
     for (limits, _) in declared.values() {
-        if let Some(max) = limits.max_running_per_key {
+        if limits.max_running_per_key.is_some() || limits.rate_limit_per_key.is_some() {
             let queues: Vec<&str> = stats
                 .kinds
                 .iter()
@@ -135,7 +137,14 @@ pub(crate) async fn add_limit_stats(pool: &PgPool, stats: &mut Stats) -> Result<
                 .collect();
             per_key.insert(
                 limits.kind.clone(),
-                store::key_limit_use(pool, &limits.kind, max, &queues).await?,
+                store::key_limit_use(
+                    pool,
+                    &limits.kind,
+                    limits.max_running_per_key,
+                    limits.rate_limit_per_key,
+                    &queues,
+                )
+                .await?,
             );
         }
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobs_core::{JobId, RateLimit};
-use sqlx::{FromRow, PgPool};
+use sqlx::{FromRow, PgPool, Row};
 use uuid::Uuid;
 
 /// A condition that queue `$queue` (an SQL expression) is not paused: one probe of the primary
@@ -528,7 +528,9 @@ macro_rules! key_room {
 /// [`CLAIM_LIMITED_JOBS`]). `$9` is the last key the previous claim took a job of (null at
 /// first). Run after [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_JOBS`]
 /// returns, and on every row `key_cursor`: the key of the last job this claim took in turn
-/// order, where the next one goes on.
+/// order, where the next one goes on. When the claim takes nothing, it returns one row whose
+/// job columns are null, with the last key it visited as `key_cursor` (null when it visited
+/// none).
 ///
 /// The running jobs of the kind are counted per key through the index of running jobs (bounded
 /// by all workers' slots). The keys with due jobs are visited as a ring in key order, starting
@@ -536,7 +538,9 @@ macro_rules! key_room {
 /// loose index scan), and its room read: its running jobs from those counted, and under a
 /// per-key rate limit its starts in the window from its row of `jobs_key_rate_limits` (one probe
 /// of the primary key). The keys without room are passed over until as many keys with room as
-/// the claim may take jobs are found, or the ring comes round. Each key with room offers its first jobs in claim order,
+/// the claim may take jobs are found, the ring comes round, or the claim has visited 64 keys
+/// more than it may take jobs and keys at their running limit: past keys whose rate window is
+/// full, the next claim goes on after the last key this one visited. Each key with room offers its first jobs in claim order,
 /// no more than its room, and as many as the claim may take shared between those keys, rounded
 /// up; the claim takes them turn by turn, the first job of every key, then the second. So the
 /// keys take turns, and a key with a backlog never holds back the others.
@@ -544,8 +548,8 @@ macro_rules! key_room {
 /// Under a per-key rate limit, the starts of each key live in its row of
 /// `jobs_key_rate_limits`, kept and recorded as [`CLAIM_LIMITED_JOBS`] keeps a kind's (per 1/64
 /// of the window); the claim reads the rows of the keys it visits, rewrites those of the keys it
-/// starts jobs of, and deletes up to 16 rows whose starts have all left the window (and the
-/// row's own, when a worker with a longer window wrote it): at least as many as a claim can add.
+/// starts jobs of, and deletes as many rows whose starts have all left the window (and the
+/// row's own, when a worker with a longer window wrote it) as it rewrites, and 16 more.
 pub const CLAIM_KEY_LIMITED_JOBS: &str = concat!(
     "
 WITH RECURSIVE ",
@@ -585,7 +589,9 @@ WITH RECURSIVE ",
     first_limit_key!(),
     ") AS key OFFSET 0) AS candidate
         OFFSET 0) AS next
-    WHERE ring.opened < (SELECT jobs FROM room) AND next.key <> ring.start
+    WHERE ring.opened < (SELECT jobs FROM room)
+      AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM running_keys) + 64
+      AND next.key <> ring.start
 ), open_keys AS (
     SELECT key, visited, room FROM ring WHERE room > 0
 ), share AS (
@@ -647,11 +653,12 @@ WITH RECURSIVE ",
           AND rate.last_started_at < statement_timestamp()
                                      - make_interval(secs => greatest($11::float8, rate.window_secs))
           AND rate.key NOT IN (SELECT key FROM claimable)
-        LIMIT 16))
+        LIMIT 16 + (SELECT count(*) FROM taken)))
 )
-SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
-                  AS key_cursor
-FROM claimed"
+SELECT claimed.*, round_end.key AS key_cursor
+FROM (SELECT coalesce((SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1),
+                      (SELECT key FROM ring ORDER BY visited DESC LIMIT 1)) AS key) AS round_end
+LEFT JOIN claimed ON true"
 );
 
 /// Whether a due job of kind `$1` with a limit key is ready in queue `$2`: after a claim of a
@@ -940,14 +947,6 @@ async fn held_back(
     ))
 }
 
-/// A row of [`CLAIM_KEY_LIMITED_JOBS`]: a claimed job, and the key the claim's round ended at.
-#[derive(Debug, FromRow)]
-struct KeyLimitedClaimedJob {
-    #[sqlx(flatten)]
-    job: ClaimedJob,
-    key_cursor: Option<String>,
-}
-
 /// The limits of a kind, as a claim enforces them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClaimLimits {
@@ -998,7 +997,7 @@ pub async fn claim_key_limited(
     // could not use their whole share leaves room for the next. Each round counts this
     // transaction's own claims, so the limits hold across rounds.
     while jobs.len() < limit {
-        let rows: Vec<KeyLimitedClaimedJob> = sqlx::query_as(CLAIM_KEY_LIMITED_JOBS)
+        let rows = sqlx::query(CLAIM_KEY_LIMITED_JOBS)
             .bind(kind)
             .bind(queue)
             .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
@@ -1020,11 +1019,19 @@ pub async fn claim_key_limited(
             )
             .fetch_all(&mut *transaction)
             .await?;
-        let Some(last) = rows.first().map(|row| row.key_cursor.clone()) else {
+        if let Some(row) = rows.first() {
+            round.cursor = row.try_get("key_cursor")?;
+        }
+        let before = jobs.len();
+        for row in &rows {
+            // The one row of a claim that took nothing has no job.
+            if row.try_get::<Option<JobId>, _>("id")?.is_some() {
+                jobs.push(ClaimedJob::from_row(row)?);
+            }
+        }
+        if jobs.len() == before {
             break;
-        };
-        round.cursor = last;
-        jobs.extend(rows.into_iter().map(|row| row.job));
+        }
     }
     if jobs.len() < limit {
         let look_for_unkeyed = if round.unkeyed_look_due() {

@@ -283,39 +283,50 @@ SELECT limited.kind,
                 0)::int8 AS started
 FROM unnest($1::text[], $2::float8[]) AS limited(kind, window_secs)";
 
-/// How kind `$1`'s per-key limit of `$2` running jobs is used: how many limit keys have running
-/// jobs that fill it, and how many due jobs of those keys wait ready in queues `$3` (those of the
-/// kind that are not paused). The running jobs are read through the index of running jobs; the
-/// waiting ones through `jobs_queue_ready_limit_key`, once per queue and full key.
+/// How kind `$1`'s per-key limits are used: how many limit keys are at their limit (`$2` running
+/// jobs, when not null; `$4` started in the last `$5` seconds, when not null), and how many due
+/// jobs of those keys wait ready in queues `$3` (those of the kind that are not paused). The
+/// running jobs are read through the index of running jobs, the starts through the rows of the
+/// keys that started jobs within the window, and the waiting jobs through
+/// `jobs_queue_ready_limit_key`, once per queue and key at its limit.
 pub const KEY_LIMIT_USE: &str = "
 WITH full_keys AS (
     SELECT limit_key AS key FROM jobs_queue
-    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
+    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL AND $2::bigint IS NOT NULL
     GROUP BY limit_key
     HAVING count(*) >= $2
+    UNION
+    SELECT rate.key FROM jobs_key_rate_limits AS rate
+    WHERE rate.kind = $1 AND $4::integer IS NOT NULL
+      AND rate.last_started_at > now() - make_interval(secs => $5::float8)
+      AND (SELECT sum(started.jobs) FROM unnest(rate.started_at, rate.started) AS started(at, jobs)
+           WHERE started.at > now() - make_interval(secs => $5::float8)) >= $4
 )
 SELECT (SELECT count(*) FROM full_keys) AS keys_at_limit,
-       (SELECT count(*)
+       (SELECT coalesce(sum(waiting.jobs), 0)::int8
         FROM full_keys
         CROSS JOIN unnest($3::text[]) AS queues(queue)
-        JOIN jobs_queue AS waiting
-          ON waiting.queue = queues.queue AND waiting.kind = $1
-         AND waiting.limit_key = full_keys.key
-        WHERE waiting.state = 'ready' AND waiting.limit_key IS NOT NULL
-          AND waiting.run_at <= now()) AS held_back";
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS jobs FROM jobs_queue
+            WHERE state = 'ready' AND queue = queues.queue AND kind = $1
+              AND limit_key = full_keys.key AND run_at <= now()
+        ) AS waiting) AS held_back";
 
-/// How kind `kind`'s per-key limit of `max` running jobs is used: the keys at the limit, and the
-/// due jobs they hold back in `queues`, by [`KEY_LIMIT_USE`].
+/// How kind `kind`'s per-key limits (`max_running` jobs, `rate`) are used: the keys at a limit,
+/// and the due jobs they hold back in `queues`, by [`KEY_LIMIT_USE`].
 pub(crate) async fn key_limit_use(
     pool: &PgPool,
     kind: &str,
-    max: u32,
+    max_running: Option<u32>,
+    rate: Option<jobs_core::RateLimit>,
     queues: &[&str],
 ) -> Result<(i64, i64), sqlx::Error> {
     sqlx::query_as(KEY_LIMIT_USE)
         .bind(kind)
-        .bind(i64::from(max))
+        .bind(max_running.map(i64::from))
         .bind(queues)
+        .bind(rate.map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX)))
+        .bind(rate.map(|rate| rate.per().as_secs_f64()))
         .fetch_one(pool)
         .await
 }
