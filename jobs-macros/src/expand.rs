@@ -8,10 +8,10 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{Ident, Path, ReturnType, Visibility};
 
-use jobs_core::{DedupeScope, MissedTicks, RetryPolicy};
+use jobs_core::{DedupeScope, MissedTicks, RateLimit, RetryPolicy};
 
 use crate::ast::{JobFn, Param};
-use crate::attr::JobAttr;
+use crate::attr::{JobAttr, Setting};
 use crate::payload;
 use crate::resolve::type_in_module;
 
@@ -279,7 +279,7 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
-    let optional_duration = |setting: &Option<crate::attr::Setting<Duration>>| match setting {
+    let optional_duration = |setting: &Option<Setting<Duration>>| match setting {
         Some(setting) => {
             let duration = duration_tokens(setting.value);
             quote!(::core::option::Option::Some(#duration))
@@ -288,49 +288,33 @@ fn options_tokens(attr: &JobAttr, krate: &Path) -> TokenStream {
     };
     let lease = optional_duration(&attr.lease);
     let heartbeat = optional_duration(&attr.heartbeat);
-    let dedupe = match &attr.dedupe {
+    let optional_template = |template: &Option<syn::LitStr>| match template {
         Some(template) => quote!(::core::option::Option::Some(#template)),
         None => quote!(::core::option::Option::None),
     };
-    let fair_key = match &attr.fair_key {
-        Some(template) => quote!(::core::option::Option::Some(#template)),
-        None => quote!(::core::option::Option::None),
-    };
-    let limit_key = match &attr.limit_key {
-        Some(template) => quote!(::core::option::Option::Some(#template)),
-        None => quote!(::core::option::Option::None),
-    };
-    let max_running_per_key = match &attr.max_running_per_key {
-        Some(max) => {
-            let max = max.value;
-            quote!(::core::option::Option::Some(#max))
+    let optional_count = |count: &Option<Setting<u32>>| match count {
+        Some(count) => {
+            let count = count.value;
+            quote!(::core::option::Option::Some(#count))
         }
         None => quote!(::core::option::Option::None),
     };
-    let rate_limit_per_key = match &attr.rate_limit_per_key {
-        Some(limit) => {
-            let jobs = limit.value.jobs();
-            let per = duration_tokens(limit.value.per());
+    let optional_rate = |rate: &Option<Setting<RateLimit>>| match rate {
+        Some(rate) => {
+            let jobs = rate.value.jobs();
+            let per = duration_tokens(rate.value.per());
             quote!(::core::option::Option::Some(#krate::RateLimit::from_checked_parts(#jobs, #per)))
         }
         None => quote!(::core::option::Option::None),
     };
+    let dedupe = optional_template(&attr.dedupe);
+    let fair_key = optional_template(&attr.fair_key);
+    let limit_key = optional_template(&attr.limit_key);
+    let max_running = optional_count(&attr.max_running);
+    let max_running_per_key = optional_count(&attr.max_running_per_key);
+    let rate_limit = optional_rate(&attr.rate_limit);
+    let rate_limit_per_key = optional_rate(&attr.rate_limit_per_key);
     let schedule = schedule_tokens(attr, krate);
-    let max_running = match &attr.max_running {
-        Some(max) => {
-            let max = max.value;
-            quote!(::core::option::Option::Some(#max))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let rate_limit = match &attr.rate_limit {
-        Some(limit) => {
-            let jobs = limit.value.jobs();
-            let per = duration_tokens(limit.value.per());
-            quote!(::core::option::Option::Some(#krate::RateLimit::from_checked_parts(#jobs, #per)))
-        }
-        None => quote!(::core::option::Option::None),
-    };
     let scope = match attr.dedupe_scope.as_ref().map(|scope| scope.value) {
         Some(DedupeScope::Active) => format_ident!("Active"),
         _ => format_ident!("Retained"),

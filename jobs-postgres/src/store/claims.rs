@@ -206,30 +206,55 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
     " IS NULL"
 ));
 
-/// The first fairness key after `$after` (an SQL expression; none when null) that has a due job
-/// of kind `$2` ready in queue `$1`: one descent of `jobs_queue_ready_fair` (each key whose
-/// ready jobs are all scheduled for later is stepped over entry by entry).
-macro_rules! next_fair_key {
-    ($after:literal) => {
+/// The key in column `$column` (`fair_key`, `limit_key`) that follows `$after` (an SQL
+/// expression) in the ring of the keys with a due job (by the time `$now`) of kind `$kind` ready
+/// in queue `$queue`: the first key after `$after` in key order, or, past the last one (or when
+/// `$after` is null), the first key. Each is one descent of the column's partial ready index
+/// (`jobs_queue_ready_fair`, `jobs_queue_ready_limit_key`): the jobs of a key are never walked to
+/// find the next, though each descent passes the entries of the key's jobs claimed since the
+/// last vacuum, and those of a key whose ready jobs are all scheduled for later.
+macro_rules! key_after_in_ring {
+    ($column:literal, $queue:literal, $kind:literal, $now:literal, $after:literal) => {
         concat!(
-            "(SELECT fair_key FROM jobs_queue
-              WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
-                AND fair_key > ",
+            "coalesce(
+                (SELECT ",
+            $column,
+            " FROM jobs_queue
+                 WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            "
+                   AND ",
+            $column,
+            " IS NOT NULL AND ",
+            $column,
+            " > ",
             $after,
-            " AND run_at <= now()
-              ORDER BY fair_key LIMIT 1)"
+            "
+                   AND run_at <= ",
+            $now,
+            "
+                 ORDER BY ",
+            $column,
+            " LIMIT 1),
+                (SELECT ",
+            $column,
+            " FROM jobs_queue
+                 WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            "
+                   AND ",
+            $column,
+            " IS NOT NULL AND run_at <= ",
+            $now,
+            "
+                 ORDER BY ",
+            $column,
+            " LIMIT 1))"
         )
-    };
-}
-
-/// The first fairness key that has a due job of kind `$2` ready in queue `$1`: where the ring of
-/// keys starts again.
-macro_rules! first_fair_key {
-    () => {
-        "(SELECT fair_key FROM jobs_queue
-              WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
-                AND run_at <= now()
-              ORDER BY fair_key LIMIT 1)"
     };
 }
 
@@ -255,24 +280,18 @@ pub const CLAIM_FAIR_JOBS: &str = concat!(
     "
 WITH RECURSIVE ring AS (
     SELECT first.key, first.key AS start, 1 AS visited
-    FROM (SELECT coalesce(",
-    next_fair_key!("$5"),
-    ",
-                          ",
-    first_fair_key!(),
-    ") AS key OFFSET 0) AS first
+    FROM (SELECT ",
+    key_after_in_ring!("fair_key", "$1", "$2", "now()", "$5"),
+    " AS key OFFSET 0) AS first
     WHERE first.key IS NOT NULL AND ",
     queue_not_paused!("$1"),
     "
     UNION ALL
     SELECT next.key, ring.start, ring.visited + 1
     FROM ring
-    CROSS JOIN LATERAL (SELECT coalesce(",
-    next_fair_key!("ring.key"),
-    ",
-                                        ",
-    first_fair_key!(),
-    ") AS key OFFSET 0) AS next
+    CROSS JOIN LATERAL (SELECT ",
+    key_after_in_ring!("fair_key", "$1", "$2", "now()", "ring.key"),
+    " AS key OFFSET 0) AS next
     WHERE ring.visited < $3 AND next.key <> ring.start
 ), share AS (
     SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
@@ -437,33 +456,6 @@ pub const CLAIM_LIMITED_JOBS: &str = claim_limited_jobs!("");
 pub const CLAIM_UNKEYED_LIMITED_JOBS: &str =
     claim_limited_jobs!("\n              AND limit_key IS NULL");
 
-/// The first limit key after `$after` (an SQL expression; none when null) that has a due job of
-/// kind `$1` ready in queue `$2`, at the claim's time: one descent of
-/// `jobs_queue_ready_limit_key`.
-macro_rules! next_limit_key {
-    ($after:literal) => {
-        concat!(
-            "(SELECT limit_key FROM jobs_queue
-              WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key IS NOT NULL
-                AND limit_key > ",
-            $after,
-            " AND run_at <= statement_timestamp()
-              ORDER BY limit_key LIMIT 1)"
-        )
-    };
-}
-
-/// The first limit key that has a due job of kind `$1` ready in queue `$2`: where the ring of
-/// keys starts again.
-macro_rules! first_limit_key {
-    () => {
-        "(SELECT limit_key FROM jobs_queue
-              WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key IS NOT NULL
-                AND run_at <= statement_timestamp()
-              ORDER BY limit_key LIMIT 1)"
-    };
-}
-
 /// Whether the start at `$at` (an SQL expression) falls in the same 1/64 of the per-key rate
 /// limit's window `$11` as the claim's time, on a fixed grid of the clock (see
 /// [`CLAIM_LIMITED_JOBS`]).
@@ -564,12 +556,9 @@ WITH RECURSIVE ",
     FROM (SELECT candidate.key, ",
     key_room!("candidate.key"),
     " AS room
-          FROM (SELECT coalesce(",
-    next_limit_key!("$9"),
-    ",
-                                ",
-    first_limit_key!(),
-    ") AS key OFFSET 0) AS candidate
+          FROM (SELECT ",
+    key_after_in_ring!("limit_key", "$2", "$1", "statement_timestamp()", "$9"),
+    " AS key OFFSET 0) AS candidate
           OFFSET 0) AS first
     WHERE first.key IS NOT NULL AND (SELECT jobs FROM room) > 0 AND ",
     queue_not_paused!("$2"),
@@ -582,12 +571,9 @@ WITH RECURSIVE ",
         SELECT candidate.key, ",
     key_room!("candidate.key"),
     " AS room
-        FROM (SELECT coalesce(",
-    next_limit_key!("ring.key"),
-    ",
-                              ",
-    first_limit_key!(),
-    ") AS key OFFSET 0) AS candidate
+        FROM (SELECT ",
+    key_after_in_ring!("limit_key", "$2", "$1", "statement_timestamp()", "ring.key"),
+    " AS key OFFSET 0) AS candidate
         OFFSET 0) AS next
     WHERE ring.opened < (SELECT jobs FROM room)
       AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM running_keys) + 64
