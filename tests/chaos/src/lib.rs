@@ -22,7 +22,7 @@ pub const QUEUE: &str = "chaos";
 pub const APPLICATION_NAME: &str = "jobs-chaos-worker";
 
 /// The kinds the chaos worker runs.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "chaos_job",
     "abort_process",
     "stale_then_fresh",
@@ -32,6 +32,7 @@ pub const KINDS: [&str; 10] = [
     "chaos_tick",
     "rate_limited_job",
     "running_limited_job",
+    "per_key_limited_job",
     BATCH_CALLBACK,
 ];
 
@@ -40,6 +41,9 @@ pub const RATE_LIMIT: &str = "25/250ms";
 
 /// The running limit of [`running_limited_job`].
 pub const MAX_RUNNING: i64 = 2;
+
+/// The running limit per merchant of [`per_key_limited_job`].
+pub const MAX_RUNNING_PER_KEY: i64 = 2;
 
 /// The kind of the batch callback [`batch_ended`], which a worker started with
 /// `--batch-callbacks=0` does not run.
@@ -251,6 +255,21 @@ pub async fn rate_limited_job(ctx: JobContext, pool: State<PgPool>) -> JobResult
 /// workers ([`MAX_RUNNING`]).
 #[job(queue = "chaos", max_running = 2)]
 pub async fn running_limited_job(ctx: JobContext, pool: State<PgPool>, sleep_ms: u64) -> JobResult {
+    record_run(&pool, &ctx).await?;
+    tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+    Ok(())
+}
+
+/// Records its run, then works for `sleep_ms`, with at most two of the same merchant running at
+/// once across all workers ([`MAX_RUNNING_PER_KEY`]).
+#[job(queue = "chaos", limit_key = "<merchant>", max_running_per_key = 2)]
+pub async fn per_key_limited_job(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    merchant: String,
+    sleep_ms: u64,
+) -> JobResult {
+    let _ = merchant;
     record_run(&pool, &ctx).await?;
     tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
     Ok(())
