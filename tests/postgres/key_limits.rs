@@ -161,32 +161,19 @@ async fn jobs_without_a_limit_key_still_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_key_limits_given_at_run_time_need_a_key() {
     let db = Db::new().await;
-    let error = refusal(
-        Worker::builder(db.pool.clone())
-            .kinds(["record_run"])
-            .state(db.pool.clone())
-            .max_running_per_key("record_run", 2),
-    );
-    assert!(
-        matches!(
-            error,
-            WorkerError::Registry(RegistryError::PerKeyLimitWithoutKey { kind: "record_run" })
-        ),
-        "{error}"
-    );
-    let error = refusal(
-        Worker::builder(db.pool.clone())
-            .kinds(["record_run"])
-            .state(db.pool.clone())
-            .rate_limit_per_key("record_run", "10/1s".parse().unwrap()),
-    );
-    assert!(
-        matches!(
-            error,
-            WorkerError::Registry(RegistryError::PerKeyLimitWithoutKey { kind: "record_run" })
-        ),
-        "{error}"
-    );
+    for builder in [
+        Worker::builder(db.pool.clone()).max_running_per_key("record_run", 2),
+        Worker::builder(db.pool.clone()).rate_limit_per_key("record_run", "10/1s".parse().unwrap()),
+    ] {
+        let error = refusal(builder.kinds(["record_run"]).state(db.pool.clone()));
+        assert!(
+            matches!(
+                error,
+                WorkerError::Registry(RegistryError::PerKeyLimitWithoutKey { kind: "record_run" })
+            ),
+            "{error}"
+        );
+    }
     let error = refusal(
         Worker::builder(db.pool.clone())
             .kinds(["per_merchant"])

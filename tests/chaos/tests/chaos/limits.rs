@@ -4,6 +4,7 @@
 //! let the backlog start at); a running limit, of the kind or per key, counts a killed worker's
 //! jobs until they are rescued, then frees their slots.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use jobs_chaos::{
 
 use jobs_testkit::{most_started_in_any_window, pace_after_first_window};
 
-use crate::support::{alone_on_shared_server, secs, wait_until, Figures};
+use crate::support::{alone_on_shared_server, secs, wait_until, ChaosDb, Figures};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_three_worker_processes() {
@@ -71,12 +72,140 @@ async fn a_rate_limit_holds_across_three_worker_processes() {
     assert!(processes >= 2, "the workers shared the jobs");
 }
 
+/// What a SIGKILL of a worker holding every slot a running limit allows showed.
+struct ThroughASigkill {
+    /// Every job enqueued, before the kill and after it.
+    ids: Vec<JobId>,
+    /// The jobs the killed worker was running.
+    orphans: BTreeSet<JobId>,
+    /// When the victim was killed, by the database's clock (epoch seconds).
+    killed_at: f64,
+    /// The most running at once under the limit, sampled while the survivor ran the rest.
+    most_running: i64,
+    /// Seconds from the kill to the first orphan's rescue.
+    rescued_after: f64,
+    /// Seconds from the kill to the survivor's first start of a job the orphans' slots held.
+    held_started_after: f64,
+}
+
+/// Lets a victim worker run `ids` (jobs of a kind whose limit lets `limit` run at once, each long
+/// enough to hold its slot) until it runs `limit` of them, SIGKILLs it, enqueues the jobs of
+/// `after_kill`, and lets a survivor run every job, sampling `running_sql` (the most running at
+/// once under the limit) until all are done. `held` is an SQL condition on `j` (`jobs_queue`)
+/// selecting the jobs the orphans' slots hold back.
+async fn kill_while_the_limit_is_full(
+    db: &ChaosDb,
+    mut ids: Vec<JobId>,
+    limit: i64,
+    running_sql: &str,
+    held: &str,
+    after_kill: impl AsyncFnOnce() -> Vec<JobId>,
+) -> ThroughASigkill {
+    let mut victim = db.spawn_worker("victim");
+    wait_until(
+        "the victim to run the jobs the limit allows",
+        Duration::from_secs(20),
+        &[&victim],
+        || async { db.scalar_i64("SELECT count(*) FROM runs").await == limit },
+    )
+    .await;
+    let orphans = db.running_ids().await;
+    victim.kill();
+    let killed_at = db.now().await;
+    ids.extend(after_kill().await);
+    let survivor = db.spawn_worker("survivor");
+    let jobs = ids.len() as i64;
+    let most_running = AtomicI64::new(0);
+    wait_until(
+        "every job done",
+        Duration::from_secs(30),
+        &[&survivor],
+        || {
+            let most_running = &most_running;
+            async move {
+                most_running.fetch_max(db.scalar_i64(running_sql).await, Ordering::Relaxed);
+                db.count_in("done").await == jobs
+            }
+        },
+    )
+    .await;
+    let (rescued_at, held_started_at): (Option<f64>, Option<f64>) = sqlx::query_as(&format!(
+        "SELECT (SELECT min(extract(epoch FROM (e->>'at')::timestamptz))::float8
+                 FROM jobs_queue AS j, jsonb_array_elements(j.errors) AS e
+                 WHERE j.id = ANY($1) AND e->>'kind' = 'lease_expired'),
+                (SELECT min(extract(epoch FROM r.started_at))::float8
+                 FROM runs AS r JOIN jobs_queue AS j ON j.id = r.job_id
+                 WHERE r.pid = $2 AND {held})"
+    ))
+    .bind(orphans.iter().copied().collect::<Vec<JobId>>())
+    .bind(i32::try_from(survivor.pid()).unwrap())
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    ThroughASigkill {
+        ids,
+        orphans,
+        killed_at,
+        most_running: most_running.into_inner(),
+        rescued_after: rescued_at.expect("the orphans were rescued") - killed_at,
+        held_started_after: held_started_at.expect("the survivor ran the held jobs") - killed_at,
+    }
+}
+
+/// Prints what `kill` showed as `title`, with `extra` figures, and checks it: the victim held
+/// every one of the `limit` slots, never more than `limit` ran at once, the survivor started no
+/// held job before the orphans' rescue, and no job was lost.
+async fn check_through_a_sigkill(
+    db: &ChaosDb,
+    title: &'static str,
+    limit: i64,
+    kill: &ThroughASigkill,
+    extra: &[(&str, String)],
+) {
+    let lost = db.lost(&kill.ids).await;
+    let mut figures = Figures::new(title);
+    figures
+        .add("limit", format!("{limit} running"))
+        .add(
+            "jobs running when the victim was killed",
+            kill.orphans.len(),
+        )
+        .add("most running seen", kill.most_running)
+        .add(
+            "first orphan rescued after the kill",
+            format!("{:.2} s", kill.rescued_after),
+        )
+        .add(
+            "survivor's first start of a held job after the kill",
+            format!("{:.2} s", kill.held_started_after),
+        );
+    for (name, value) in extra {
+        figures.add(name, value);
+    }
+    figures.outcome(db, lost.len()).await.print();
+    assert_eq!(
+        kill.orphans.len() as i64,
+        limit,
+        "the victim held every slot"
+    );
+    assert!(
+        kill.most_running <= limit,
+        "{} running at once",
+        kill.most_running
+    );
+    assert!(
+        kill.held_started_after >= kill.rescued_after,
+        "the survivor started a held job {:.3} s before the killed worker's jobs were rescued",
+        kill.rescued_after - kill.held_started_after
+    );
+    assert!(lost.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
-    const JOBS: usize = 4;
     let (_serial, db) = alone_on_shared_server().await;
     let mut ids: Vec<JobId> = Vec::new();
-    for _ in 0..JOBS {
+    for _ in 0..4 {
         ids.push(
             running_limited_job::enqueue(&db.pool, 1_500)
                 .await
@@ -84,84 +213,24 @@ async fn a_running_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
                 .id(),
         );
     }
-    let mut victim = db.spawn_worker("victim");
-    wait_until(
-        "the victim to run the two jobs its limit allows",
-        Duration::from_secs(20),
-        &[&victim],
-        || async { db.scalar_i64("SELECT count(*) FROM runs").await == MAX_RUNNING },
-    )
-    .await;
-    let orphans = db.running_ids().await;
-    victim.kill();
-    let killed_at = db.now().await;
-    let survivor = db.spawn_worker("survivor");
-    // Sample how many jobs of the kind the database holds running until every job is done.
-    let most_running = AtomicI64::new(0);
-    wait_until(
-        "every job done",
-        Duration::from_secs(30),
-        &[&survivor],
-        || {
-            let (db, most_running) = (&db, &most_running);
-            async move {
-                let running = db
-                    .scalar_i64(
-                        "SELECT count(*) FROM jobs_queue
-                         WHERE kind = 'running_limited_job' AND state = 'running'",
-                    )
-                    .await;
-                most_running.fetch_max(running, Ordering::Relaxed);
-                db.count_in("done").await == JOBS as i64
-            }
-        },
-    )
-    .await;
-    let most_running = most_running.into_inner();
-    // When the first orphan was rescued, and when the survivor first started a job.
-    let (rescued_at, survivor_started_at): (Option<f64>, Option<f64>) = sqlx::query_as(
-        "SELECT (SELECT min(extract(epoch FROM (e->>'at')::timestamptz))::float8
-                 FROM jobs_queue AS j, jsonb_array_elements(j.errors) AS e
-                 WHERE j.id = ANY($1) AND e->>'kind' = 'lease_expired'),
-                (SELECT min(extract(epoch FROM started_at))::float8 FROM runs WHERE pid = $2)",
-    )
-    .bind(orphans.iter().copied().collect::<Vec<JobId>>())
-    .bind(i32::try_from(survivor.pid()).unwrap())
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    let rescued_at = rescued_at.expect("the orphans were rescued");
-    let survivor_started_at = survivor_started_at.expect("the survivor ran jobs");
-    Figures::new("a running limit through a SIGKILL")
-        .add("limit", format!("{MAX_RUNNING} running"))
-        .add("jobs running when the victim was killed", orphans.len())
-        .add("most running seen", most_running)
-        .add(
-            "first orphan rescued after the kill",
-            format!("{:.2} s", rescued_at - killed_at),
-        )
-        .add(
-            "survivor's first start after the kill",
-            format!("{:.2} s", survivor_started_at - killed_at),
-        )
-        .outcome(&db, db.lost(&ids).await.len())
-        .await
-        .print();
-    assert_eq!(
-        orphans.len() as i64,
+    let kill = kill_while_the_limit_is_full(
+        &db,
+        ids,
         MAX_RUNNING,
-        "the victim held every slot"
-    );
-    assert!(
-        most_running <= MAX_RUNNING,
-        "{most_running} running at once"
-    );
-    assert!(
-        survivor_started_at >= rescued_at,
-        "the survivor started a job {:.3} s before the killed worker's jobs were rescued",
-        rescued_at - survivor_started_at
-    );
-    assert!(db.lost(&ids).await.is_empty());
+        "SELECT count(*) FROM jobs_queue
+         WHERE kind = 'running_limited_job' AND state = 'running'",
+        "true",
+        async || Vec::new(),
+    )
+    .await;
+    check_through_a_sigkill(
+        &db,
+        "a running limit through a SIGKILL",
+        MAX_RUNNING,
+        &kill,
+        &[],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,112 +245,49 @@ async fn a_per_key_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
                 .id(),
         );
     }
-    let mut victim = db.spawn_worker("victim");
-    wait_until(
-        "the victim to run the two jobs of merchant a its limit allows",
-        Duration::from_secs(20),
-        &[&victim],
-        || async { db.scalar_i64("SELECT count(*) FROM runs").await == MAX_RUNNING_PER_KEY },
-    )
-    .await;
-    let orphans = db.running_ids().await;
-    victim.kill();
-    let killed_at = db.now().await;
     // Merchant b's jobs, enqueued after the kill: a's slots are not theirs.
-    for _ in 0..2 {
-        ids.push(
-            per_key_limited_job::enqueue(&db.pool, "b".to_owned(), 0)
-                .await
-                .unwrap()
-                .id(),
-        );
-    }
-    let survivor = db.spawn_worker("survivor");
-    let jobs = ids.len() as i64;
-    // Sample how many jobs of each merchant the database holds running until every job is done.
-    let most_running = AtomicI64::new(0);
-    wait_until(
-        "every job done",
-        Duration::from_secs(30),
-        &[&survivor],
-        || {
-            let (db, most_running) = (&db, &most_running);
-            async move {
-                let running = db
-                    .scalar_i64(
-                        "SELECT coalesce(max(running), 0) FROM (
-                             SELECT count(*) AS running FROM jobs_queue
-                             WHERE kind = 'per_key_limited_job' AND state = 'running'
-                             GROUP BY limit_key) AS per_key",
-                    )
-                    .await;
-                most_running.fetch_max(running, Ordering::Relaxed);
-                db.count_in("done").await == jobs
-            }
-        },
+    let enqueue_b = async || {
+        let mut b = Vec::new();
+        for _ in 0..2 {
+            b.push(
+                per_key_limited_job::enqueue(&db.pool, "b".to_owned(), 0)
+                    .await
+                    .unwrap()
+                    .id(),
+            );
+        }
+        b
+    };
+    let kill = kill_while_the_limit_is_full(
+        &db,
+        ids,
+        MAX_RUNNING_PER_KEY,
+        "SELECT coalesce(max(running), 0) FROM (
+             SELECT count(*) AS running FROM jobs_queue
+             WHERE kind = 'per_key_limited_job' AND state = 'running'
+             GROUP BY limit_key) AS per_key",
+        "j.limit_key = '\"a\"'",
+        enqueue_b,
     )
     .await;
-    let most_running = most_running.into_inner();
-    // When the first orphan was rescued, when the survivor first started a job of merchant a,
-    // and when it first started one of merchant b.
-    let (rescued_at, a_started_at, b_started_at): (Option<f64>, Option<f64>, Option<f64>) =
-        sqlx::query_as(
-            "SELECT (SELECT min(extract(epoch FROM (e->>'at')::timestamptz))::float8
-                     FROM jobs_queue AS j, jsonb_array_elements(j.errors) AS e
-                     WHERE j.id = ANY($1) AND e->>'kind' = 'lease_expired'),
-                    (SELECT min(extract(epoch FROM r.started_at))::float8
-                     FROM runs AS r JOIN jobs_queue AS j ON j.id = r.job_id
-                     WHERE r.pid = $2 AND j.limit_key = '\"a\"'),
-                    (SELECT min(extract(epoch FROM r.started_at))::float8
-                     FROM runs AS r JOIN jobs_queue AS j ON j.id = r.job_id
-                     WHERE j.limit_key = '\"b\"')",
-        )
-        .bind(orphans.iter().copied().collect::<Vec<JobId>>())
-        .bind(i32::try_from(survivor.pid()).unwrap())
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    let rescued_at = rescued_at.expect("the orphans were rescued");
-    let a_started_at = a_started_at.expect("the survivor ran merchant a's jobs");
-    let b_started_at = b_started_at.expect("merchant b's jobs ran");
-    Figures::new("a per-key limit through a SIGKILL")
-        .add(
-            "limit",
-            format!("{MAX_RUNNING_PER_KEY} running per merchant"),
-        )
-        .add(
-            "jobs of merchant a running when the victim was killed",
-            orphans.len(),
-        )
-        .add("most of one merchant running seen", most_running)
-        .add(
-            "first orphan rescued after the kill",
-            format!("{:.2} s", rescued_at - killed_at),
-        )
-        .add(
-            "survivor's first start of merchant a after the kill",
-            format!("{:.2} s", a_started_at - killed_at),
-        )
-        .add(
-            "first start of merchant b after the kill",
-            format!("{:.2} s", b_started_at - killed_at),
-        )
-        .outcome(&db, db.lost(&ids).await.len())
-        .await
-        .print();
-    assert_eq!(
-        orphans.len() as i64,
+    let b_started_at: Option<f64> = sqlx::query_scalar(
+        "SELECT min(extract(epoch FROM r.started_at))::float8
+         FROM runs AS r JOIN jobs_queue AS j ON j.id = r.job_id
+         WHERE j.limit_key = '\"b\"'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let b_started_after = b_started_at.expect("merchant b's jobs ran") - kill.killed_at;
+    check_through_a_sigkill(
+        &db,
+        "a per-key limit through a SIGKILL (merchant a's slots)",
         MAX_RUNNING_PER_KEY,
-        "the victim held every slot of merchant a"
-    );
-    assert!(
-        most_running <= MAX_RUNNING_PER_KEY,
-        "{most_running} of one merchant running at once"
-    );
-    assert!(
-        a_started_at >= rescued_at,
-        "the survivor started a job of merchant a {:.3} s before the killed worker's jobs were rescued",
-        rescued_at - a_started_at
-    );
-    assert!(db.lost(&ids).await.is_empty());
+        &kill,
+        &[(
+            "first start of merchant b after the kill",
+            format!("{b_started_after:.2} s"),
+        )],
+    )
+    .await;
 }
