@@ -1,4 +1,5 @@
-//! `jobs workers`: the live worker processes, with their queues and kinds.
+//! `jobs workers`: the live worker processes, with their queues, kinds and the limits they
+//! enforce.
 
 use jobs_postgres::admin::{self, HumanDuration, LiveWorker};
 use jobs_postgres::PgPool;
@@ -55,6 +56,14 @@ pub async fn run(pool: &PgPool, json: bool) -> Result<Report, CliError> {
         "{} live; QUEUES: each with how many of its jobs the worker runs at once\n",
         count(workers.len(), "worker")
     ));
+    for worker in &workers {
+        for limits in &worker.limits {
+            text.push_str(&format!(
+                "limit: worker {}/{}: kind {}: {limits}\n",
+                worker.host, worker.pid, limits.kind
+            ));
+        }
+    }
     Ok(Report::success(text))
 }
 
@@ -74,6 +83,13 @@ fn worker_json(worker: &LiveWorker) -> Value {
             "concurrency": queue.concurrency,
         })).collect::<Vec<_>>(),
         "kinds": worker.kinds,
+        "limits": worker.limits.iter().map(|limits| json!({
+            "kind": limits.kind,
+            "max_running": limits.max_running,
+            "rate_limit": limits.rate_limit.map(|rate| rate.to_string()),
+            "max_running_per_key": limits.max_running_per_key,
+            "rate_limit_per_key": limits.rate_limit_per_key.map(|rate| rate.to_string()),
+        })).collect::<Vec<_>>(),
         "started_at": worker.started_at.to_rfc3339(),
         "last_seen_at": worker.last_seen_at.to_rfc3339(),
         "last_seen_secs": worker.last_seen_ago.as_secs_f64(),

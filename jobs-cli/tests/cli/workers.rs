@@ -64,6 +64,44 @@ async fn workers_lists_the_live_workers_and_stats_counts_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_lists_the_limits_each_worker_enforces() {
+    let db = Db::migrated().await;
+    live_worker(&db, &["default"], &["charge", "deliver_webhook"]).await;
+    db.execute(
+        r#"UPDATE jobs_workers SET limits = '[
+             {"kind": "deliver_webhook", "max_running": null, "rate_jobs": 100,
+              "rate_window_secs": 1.0},
+             {"kind": "charge", "max_running": 10, "rate_jobs": null, "rate_window_secs": null,
+              "max_running_per_key": 2, "rate_per_key_jobs": 10, "rate_per_key_window_secs": 1.0}
+           ]'"#,
+    )
+    .await;
+    let run = db.jobs(&["workers"]).await.success();
+    let lines = run.lines();
+    assert_eq!(
+        lines[lines.len() - 2..],
+        [
+            "limit: worker box/4242: kind deliver_webhook: at most 100/1s started",
+            "limit: worker box/4242: kind charge: at most 10 running, at most 2 running per key, \
+             at most 10/1s started per key",
+        ],
+        "{}",
+        run.stdout
+    );
+    let json = json_of(&db, &["workers", "--json"]).await;
+    assert_eq!(
+        json["workers"][0]["limits"][1],
+        serde_json::json!({
+            "kind": "charge",
+            "max_running": 10,
+            "rate_limit": null,
+            "max_running_per_key": 2,
+            "rate_limit_per_key": "10/1s",
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throughput_shows_the_runs_ended_per_minute_summed_over_workers() {
     let db = Db::migrated().await;
     db.jobs(&["throughput"])

@@ -60,6 +60,24 @@ impl KindLimits {
     }
 }
 
+/// The limits as a sentence: "at most 2 running, at most 100/1s started, at most 2 running per
+/// key, at most 10/1s started per key" (those it has).
+impl std::fmt::Display for KindLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let limits = [
+            self.max_running.map(|max| format!("at most {max} running")),
+            self.rate_limit
+                .map(|rate| format!("at most {rate} started")),
+            self.max_running_per_key
+                .map(|max| format!("at most {max} running per key")),
+            self.rate_limit_per_key
+                .map(|rate| format!("at most {rate} started per key")),
+        ];
+        let limits: Vec<String> = limits.into_iter().flatten().collect();
+        f.write_str(&limits.join(", "))
+    }
+}
+
 /// One limited kind in [`Stats::limits`]: its limits, as the live workers running it declared
 /// them, and how much of each is in use.
 #[derive(Debug, Clone, PartialEq)]
