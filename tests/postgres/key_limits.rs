@@ -3,7 +3,7 @@
 
 use jobs::{RegistryError, Worker, WorkerError, WorkerHandle};
 
-use crate::support::{fast_config, refusal, Db};
+use crate::support::{fast_config, refusal, start_worker, Db};
 use crate::test_jobs::per_merchant;
 
 /// Enqueues `count` [`per_merchant`] jobs of each of `merchants`, taking turns, each working
@@ -299,15 +299,7 @@ async fn a_per_key_rate_limit_holds_in_every_window_across_workers() {
     let mut workers = Vec::new();
     for _ in 0..2 {
         let pool = db.other_pool(4).await;
-        workers.push(
-            Worker::builder(pool)
-                .kinds(["per_merchant_rated"])
-                .state(db.pool.clone())
-                .config(fast_config())
-                .build()
-                .expect("worker builds")
-                .start(),
-        );
+        workers.push(start_worker(&pool, &["per_merchant_rated"], fast_config()));
     }
     db.wait_for_count(
         "every job done",

@@ -8,6 +8,7 @@ use std::time::Duration;
 use jobs_core::RateLimit;
 
 use super::producer::{Claim, QueuePlan};
+use crate::admin::KindLimits;
 use crate::store::ClaimLimits;
 
 /// A kind the worker runs, as the plan needs it.
@@ -31,6 +32,20 @@ pub(crate) struct KindToRun {
     pub(crate) rate_limit_per_key: Option<RateLimit>,
     /// Its lease.
     pub(crate) lease: Duration,
+}
+
+impl KindToRun {
+    /// Its limits, as workers declare them (and as a producer's name shows them: "at most 2
+    /// running, at most 100/1s started").
+    pub(crate) fn limits(&self) -> KindLimits {
+        KindLimits {
+            kind: self.name.to_owned(),
+            max_running: self.max_running,
+            rate_limit: self.rate_limit,
+            max_running_per_key: self.max_running_per_key,
+            rate_limit_per_key: self.rate_limit_per_key,
+        }
+    }
 }
 
 /// The producers for `kinds` on `queues` (name to concurrency).
@@ -101,7 +116,7 @@ pub(crate) fn plan_producers(
                 None => *concurrency,
             };
             plans.push(QueuePlan {
-                name: format!("{} ({}) in {queue}", kind.name, limits_text(kind)),
+                name: format!("{} ({}) in {queue}", kind.name, kind.limits()),
                 claim: Claim::KeyLimited {
                     kind: kind.name,
                     queue: queue.clone(),
@@ -116,7 +131,7 @@ pub(crate) fn plan_producers(
     let queue_names: Vec<String> = queues.keys().cloned().collect();
     for kind in limited {
         plans.push(QueuePlan {
-            name: format!("{} ({})", kind.name, limits_text(kind)),
+            name: format!("{} ({})", kind.name, kind.limits()),
             claim: Claim::Limited {
                 kind: kind.name,
                 queues: queue_names.clone(),
@@ -132,25 +147,6 @@ pub(crate) fn plan_producers(
         });
     }
     plans
-}
-
-/// The limits of `kind` as a producer's name shows them: "at most 2 running, at most 100/1s
-/// started".
-fn limits_text(kind: &KindToRun) -> String {
-    let mut limits = Vec::new();
-    if let Some(max_running) = kind.max_running {
-        limits.push(format!("at most {max_running} running"));
-    }
-    if let Some(rate_limit) = kind.rate_limit {
-        limits.push(format!("at most {rate_limit} started"));
-    }
-    if let Some(per_key) = kind.max_running_per_key {
-        limits.push(format!("at most {per_key} running per key"));
-    }
-    if let Some(per_key) = kind.rate_limit_per_key {
-        limits.push(format!("at most {per_key} started per key"));
-    }
-    limits.join(", ")
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use jobs_chaos::{
 
 use jobs_testkit::{most_started_in_any_window, pace_after_first_window};
 
-use crate::support::{alone_on_shared_server, secs, wait_until, ChaosDb, Figures};
+use crate::support::{alone_on_shared_server, ids_of, secs, wait_until, ChaosDb, Figures};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_three_worker_processes() {
@@ -204,15 +204,13 @@ async fn check_through_a_sigkill(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
     let (_serial, db) = alone_on_shared_server().await;
-    let mut ids: Vec<JobId> = Vec::new();
-    for _ in 0..4 {
-        ids.push(
-            running_limited_job::enqueue(&db.pool, 1_500)
-                .await
-                .unwrap()
-                .id(),
-        );
-    }
+    let ids = ids_of(
+        running_limited_job::enqueue_many(
+            &db.pool,
+            (0..4).map(|_| running_limited_job::Args { sleep_ms: 1_500 }),
+        )
+        .await,
+    );
     let kill = kill_while_the_limit_is_full(
         &db,
         ids,
@@ -236,28 +234,16 @@ async fn a_running_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_limit_counts_a_killed_workers_jobs_until_they_are_rescued() {
     let (_serial, db) = alone_on_shared_server().await;
-    let mut ids: Vec<JobId> = Vec::new();
-    for _ in 0..4 {
-        ids.push(
-            per_key_limited_job::enqueue(&db.pool, "a".to_owned(), 1_500)
-                .await
-                .unwrap()
-                .id(),
-        );
-    }
-    // Merchant b's jobs, enqueued after the kill: a's slots are not theirs.
-    let enqueue_b = async || {
-        let mut b = Vec::new();
-        for _ in 0..2 {
-            b.push(
-                per_key_limited_job::enqueue(&db.pool, "b".to_owned(), 0)
-                    .await
-                    .unwrap()
-                    .id(),
-            );
-        }
-        b
+    let merchant = |merchant: &'static str, count: usize, sleep_ms: u64| {
+        let jobs = (0..count).map(move |_| per_key_limited_job::Args {
+            merchant: merchant.to_owned(),
+            sleep_ms,
+        });
+        per_key_limited_job::enqueue_many(&db.pool, jobs)
     };
+    let ids = ids_of(merchant("a", 4, 1_500).await);
+    // Merchant b's jobs, enqueued after the kill: a's slots are not theirs.
+    let enqueue_b = async || ids_of(merchant("b", 2, 0).await);
     let kill = kill_while_the_limit_is_full(
         &db,
         ids,
