@@ -102,6 +102,48 @@ async fn workers_lists_the_limits_each_worker_enforces() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_json_shows_each_per_key_limit_with_the_keys_it_holds() {
+    let db = Db::migrated().await;
+    live_worker(&db, &["default"], &["charge"]).await;
+    db.execute(
+        r#"UPDATE jobs_workers SET limits = '[
+             {"kind": "charge", "max_running": null, "rate_jobs": null, "rate_window_secs": null,
+              "max_running_per_key": 2, "rate_per_key_jobs": 10, "rate_per_key_window_secs": 1.0}
+           ]'"#,
+    )
+    .await;
+    let running = db.insert(2, "charge", "default", "running").await;
+    let waiting = db.insert(2, "charge", "default", "ready").await;
+    sqlx::query("UPDATE jobs_queue SET limit_key = 'merchant-1' WHERE id = ANY ($1)")
+        .bind([&running[..], &waiting[..1]].concat())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE jobs_queue SET limit_key = 'merchant-2' WHERE id = $1")
+        .bind(waiting[1])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let json = json_of(&db, &["stats", "--json"]).await;
+    assert_eq!(
+        json["limits"][0],
+        serde_json::json!({
+            "kind": "charge",
+            "max_running": null,
+            "running": 2,
+            "rate_limit": null,
+            "started_in_window": 0,
+            "max_running_per_key": 2,
+            "rate_limit_per_key": "10/1s",
+            "keys_at_limit": 1,
+            "due": 2,
+            "held_back": 1,
+            "workers_disagree": false,
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throughput_shows_the_runs_ended_per_minute_summed_over_workers() {
     let db = Db::migrated().await;
     db.jobs(&["throughput"])
