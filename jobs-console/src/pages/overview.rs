@@ -1,12 +1,15 @@
 //! The overview: per queue, its jobs by state, the oldest ready job's age and whether it is
-//! paused (with the control to pause or resume it); per kind, the same numbers; the outbox's.
+//! paused (with the control to pause or resume it); per kind, the same numbers; each limit the
+//! live workers enforce, with how much of it is in use; the outbox's numbers.
 
 use axum::extract::{Query, State};
 use axum::Extension;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jobs_postgres::admin::{self, Counts, QueuePause, RetainedCounts, Stats, ThroughputPoint};
+use jobs_postgres::admin::{
+    self, Counts, LimitStats, QueuePause, RetainedCounts, Stats, ThroughputPoint,
+};
 use maud::{html, Markup};
 use serde::Deserialize;
 
@@ -63,6 +66,10 @@ pub(crate) async fn show(
         }
         h2 { "Kinds" }
         (kinds_table(&console, &stats))
+        @if !stats.limits.is_empty() {
+            h2 { "Limits" }
+            (limits_table(&stats.limits))
+        }
         h2 { "Retained" }
         (retained(&stats))
         h2 { "Outbox" }
@@ -216,6 +223,53 @@ fn kinds_table(console: &Console, stats: &Stats) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// One row per limited kind: its limits as the live workers declare them, how much of each is
+/// in use, and the due jobs they hold back.
+fn limits_table(limits: &[LimitStats]) -> Markup {
+    html! {
+        table id="limits" {
+            thead { tr {
+                th { "Kind" } th { "Limits" } th class="num" { "Running" }
+                th class="num" { "Started in the window" } th class="num" { "Keys at their limit" }
+                th class="num" { "Held back" }
+            } }
+            tbody {
+                @for limit in limits {
+                    tr data-kind=(limit.limits.kind) {
+                        td { (limit.limits.kind) }
+                        td {
+                            (limit.limits.to_string())
+                            @if limit.workers_disagree {
+                                " " span class="badge bad" title="Live workers declare different limits for this kind, or one runs it without: each enforces its own." { "workers disagree" }
+                            }
+                        }
+                        td class="num" {
+                            (limit.running)
+                            @if let Some(max) = limit.limits.max_running { " of " (max) }
+                        }
+                        td class="num" {
+                            @if let Some(rate) = limit.limits.rate_limit {
+                                (limit.started_in_window) " of " (rate.to_string())
+                            } @else { "-" }
+                        }
+                        td class="num" {
+                            @if limit.limits.max_running_per_key.is_some() || limit.limits.rate_limit_per_key.is_some() {
+                                (limit.keys_at_limit)
+                            } @else { "-" }
+                        }
+                        td class="num" {
+                            @if limit.held_back > 0 {
+                                span class="bad" { (limit.held_back) }
+                            } @else { "0" }
+                        }
+                    }
+                }
+            }
+        }
+        p class="muted" { "Due jobs a limit holds back wait ready, with no attempt spent, and start as soon as it lets them." }
     }
 }
 

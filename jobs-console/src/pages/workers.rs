@@ -1,5 +1,5 @@
 //! Workers and health: what `jobs check` would report with its default thresholds, and every
-//! live worker process with its queues, kinds and when it was last seen.
+//! live worker process with its queues, kinds, the limits it enforces and when it was last seen.
 
 use axum::extract::State;
 use axum::Extension;
@@ -40,7 +40,7 @@ pub(crate) async fn show(
             table id="workers" {
                 thead { tr {
                     th { "Host" } th class="num" { "Pid" } th { "Version" } th { "Queues (concurrency)" }
-                    th { "Kinds" } th { "Started" } th { "Last seen" }
+                    th { "Kinds" } th { "Limits" } th { "Started" } th { "Last seen" }
                 } }
                 tbody {
                     @for worker in &stats.workers {
@@ -55,6 +55,12 @@ pub(crate) async fn show(
                                 }
                             }
                             td { (worker.kinds.join(", ")) }
+                            td {
+                                @for (index, limits) in worker.limits.iter().enumerate() {
+                                    @if index > 0 { "; " }
+                                    (limits.kind) ": " (limits.to_string())
+                                }
+                            }
                             td { (worker.started_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                             td { (age(Some(worker.last_seen_ago))) " ago" }
                         }

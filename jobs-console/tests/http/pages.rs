@@ -156,6 +156,42 @@ async fn the_workers_page_shows_live_workers_and_what_check_would_report() {
 }
 
 #[tokio::test]
+async fn the_overview_and_workers_pages_show_each_limit_in_use() {
+    let (db, mut client) = console(ConsoleConfig::new()).await;
+    client.get("/").await.hides(r#"<table id="limits">"#);
+    let [running, waiting] = db
+        .insert_all([
+            JobRow::new("charge").state(RowState::Running).count(2),
+            JobRow::new("charge").count(2),
+        ])
+        .await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET limit_key = CASE WHEN id = {} THEN 'merchant-2' ELSE 'merchant-1' END
+         WHERE id IN ({}, {}, {}, {})",
+        waiting[1], running[0], running[1], waiting[0], waiting[1]
+    ))
+    .await;
+    db.execute(
+        r#"INSERT INTO jobs_workers (id, host, pid, version, queues, kinds, limits, started_at,
+                                     last_seen_at, gone_after)
+           VALUES (gen_random_uuid(), 'web-1', 4242, '0.1.0',
+                   '[{"queue": "default", "concurrency": 8}]', ARRAY['charge'],
+                   '[{"kind": "charge", "max_running": 10, "rate_jobs": null,
+                      "rate_window_secs": null, "max_running_per_key": 2}]',
+                   now(), now(), interval '15 seconds')"#,
+    )
+    .await;
+    client
+        .get("/")
+        .await
+        .shows(r#"<tr data-kind="charge"><td>charge</td><td>at most 10 running, at most 2 running per key</td><td class="num">2 of 10</td><td class="num">-</td><td class="num">1</td><td class="num"><span class="bad">1</span></td></tr>"#);
+    client
+        .get("/workers")
+        .await
+        .shows("<td>charge: at most 10 running, at most 2 running per key</td>");
+}
+
+#[tokio::test]
 async fn the_jobs_page_searches_by_dedupe_key_and_pages_newest_first() {
     let (db, mut client) = console(ConsoleConfig::new()).await;
     let [keyed, _, many] = db
