@@ -137,6 +137,34 @@ async fn one_key_with_a_backlog_does_not_hold_back_the_others() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_another_transaction_holds_is_passed_over_not_waited_for() {
+    let db = Db::new().await;
+    enqueue_per_merchant(&db, &["a", "b"], 1, 0).await;
+    // A transaction that holds merchant a's job (a cancel or a dependent's enqueue under way),
+    // and keeps it while b's job should run.
+    let holding = db.other_pool(1).await;
+    let mut holder = holding.begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs_queue WHERE payload ->> 'merchant' = 'a' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let _worker = start_merchant_worker(&db, 4).await;
+    db.wait_for_count(
+        "merchant b's job done while a's is held",
+        "SELECT count(*) FROM jobs_queue WHERE payload ->> 'merchant' = 'b' AND state = 'done'",
+        1,
+    )
+    .await;
+    holder.rollback().await.unwrap();
+    db.wait_for_count(
+        "merchant a's job done once let go",
+        "SELECT count(*) FROM jobs_queue WHERE payload ->> 'merchant' = 'a' AND state = 'done'",
+        1,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_without_a_limit_key_still_run() {
     let db = Db::new().await;
     sqlx::query(
