@@ -96,6 +96,21 @@ async fn bulk_enqueue_applies_dedupe_per_row() {
     assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 3);
 }
 
+/// A session watching `queues` as an idle worker does (enqueue announces ready work only in
+/// queues a worker watches), for as long as it is kept.
+async fn watch(db: &Db, queues: &[&str]) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut session = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    for queue in queues {
+        sqlx::query(jobs::postgres::__private::sql::WATCH_QUEUE)
+            .bind(queue)
+            .execute(&mut session)
+            .await
+            .unwrap();
+    }
+    session
+}
+
 /// A connection listening on the channel enqueue announces ready work on.
 async fn listen(db: &Db) -> sqlx::postgres::PgListener {
     let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
@@ -111,6 +126,7 @@ async fn listen(db: &Db) -> sqlx::postgres::PgListener {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_announces_ready_work_but_not_delayed_work() {
     let db = Db::new().await;
+    let _watching = watch(&db, &["default", "marker"]).await;
     let mut listener = listen(&db).await;
     let args = (0..50).map(|n| record_run::Args {
         label: n.to_string(),
@@ -178,6 +194,7 @@ async fn a_bulk_of_mixed_shapes_keeps_each_jobs_options_and_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_announces_each_ready_queue_once_and_no_delayed_queue() {
     let db = Db::new().await;
+    let _watching = watch(&db, &["first", "second", "delayed", "marker"]).await;
     let mut listener = listen(&db).await;
     let new_job = |label: &str, queue: &str, delay_secs: u64| {
         record_run::builder(label.into())

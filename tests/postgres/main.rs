@@ -46,6 +46,7 @@ mod testing_helpers;
 mod throughput;
 mod unreachable;
 mod unwritable;
+mod wake_ups;
 mod worker_metrics;
 mod worker_start;
 mod workflow_ops;

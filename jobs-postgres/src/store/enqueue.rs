@@ -12,9 +12,12 @@ use sqlx::PgConnection;
 ///
 /// `$1` kind, `$2` queue, `$3` payload, `$4` priority, `$5` max attempts, `$6` run-at as epoch
 /// seconds (or NULL), `$7` delay in seconds, `$8` dedupe key and `$9` dedupe scope (both NULL
-/// here), `$10` fairness key and `$11` limit key (or NULL). Returns the new id. Announces the queue when the job is ready at once, with the filter
-/// that [`INSERT_JOBS`] describes: cheaper than a `WITH` clause around the insert.
-pub const INSERT_JOB: &str = "
+/// here), `$10` fairness key and `$11` limit key (or NULL). Returns the new id. Announces the
+/// queue when the job is ready at once and a worker watches the queue (see
+/// [`watch`](super::watch)), with the filter that [`INSERT_JOBS`] describes: cheaper than a
+/// `WITH` clause around the insert.
+pub const INSERT_JOB: &str = concat!(
+    "
 INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope,
                         fair_key, limit_key)
 SELECT $1, $2, $3, $4, $5, COALESCE(to_timestamp($6), now() + make_interval(secs => $7)), $8, $9,
@@ -22,14 +25,19 @@ SELECT $1, $2, $3, $4, $5, COALESCE(to_timestamp($6), now() + make_interval(secs
 WHERE (SELECT count(*) FROM (
            SELECT pg_notify('jobs_queue', $2)
            WHERE COALESCE(to_timestamp($6), now() + make_interval(secs => $7)) <= now()
+             AND ",
+    watched!("$2"),
+    "
        ) AS announced) >= 0
-RETURNING id";
+RETURNING id"
+);
 
 /// Inserts one job with a dedupe key, or nothing when the key is held: the parameters of
 /// [`INSERT_JOB`]; no row comes back on a conflict, and then nothing is announced. Skipping
 /// conflicts costs a speculative insertion per row, which is why keyless jobs use
 /// [`INSERT_JOB`].
-pub const INSERT_DEDUPED_JOB: &str = "
+pub const INSERT_DEDUPED_JOB: &str = concat!(
+    "
 WITH inserted AS (
     INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, dedupe_key, dedupe_scope,
                             fair_key, limit_key)
@@ -39,16 +47,20 @@ WITH inserted AS (
     ON CONFLICT DO NOTHING
     RETURNING id, queue, run_at <= now() AS ready
 ), announced AS (
-    SELECT pg_notify('jobs_queue', queue) FROM inserted WHERE ready
+    SELECT pg_notify('jobs_queue', queue) FROM inserted WHERE ready AND ",
+    watched!("queue"),
+    "
 )
-SELECT id FROM inserted WHERE (SELECT count(*) FROM announced) >= 0";
+SELECT id FROM inserted WHERE (SELECT count(*) FROM announced) >= 0"
+);
 
 /// The bulk insert, with or without skipping dedupe conflicts.
 ///
 /// A plain `INSERT .. RETURNING` rather than one wrapped in a `WITH` clause: the wrapper stores
 /// every returned row before reading it again, which costs about a quarter of the insert at
 /// 10,000 rows. The announcement is an uncommon filter instead: an uncorrelated subquery that
-/// PostgreSQL evaluates once, before the first row, notifying each queue that gets ready work.
+/// PostgreSQL evaluates once, before the first row, notifying each queue that gets ready work
+/// and that a worker watches (see [`watch`](super::watch)).
 /// It is true whatever it notified, so it never filters a row; were the insert to fail, the
 /// notification would go with its transaction.
 macro_rules! insert_jobs {
@@ -70,6 +82,9 @@ WHERE (SELECT count(*) FROM (
                  FROM unnest($2::text[], $6::float8[], $7::float8[]) AS due(queue, run_at_epoch, delay_secs)
                  WHERE COALESCE(to_timestamp(run_at_epoch), now() + make_interval(secs => delay_secs)) <= now()
                 ) AS ready
+           WHERE ",
+            watched!("ready.queue"),
+            "
        ) AS announced) >= 0
 ORDER BY position
 ",
@@ -101,9 +116,10 @@ pub const INSERT_DEDUPED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
 /// `$1` kind, `$2` queue, `$3` priority, `$4` max attempts, `$5` run-at as epoch seconds (or
 /// NULL), `$6` delay in seconds, `$7` the payloads, `$8` the batch every row joins (NULL for
 /// none). Returns the id of each row; ids grow in input
-/// order. Announces the queue once when the jobs are ready at once (see [`INSERT_JOBS`] for the
-/// form).
-pub const INSERT_UNIFORM_JOBS: &str = "
+/// order. Announces the queue once when the jobs are ready at once and a worker watches it (see
+/// [`INSERT_JOBS`] for the form).
+pub const INSERT_UNIFORM_JOBS: &str = concat!(
+    "
 INSERT INTO jobs_queue (kind, queue, payload, priority, max_attempts, run_at, batch_id)
 SELECT $1, $2, input.payload, $3, $4,
        (SELECT COALESCE(to_timestamp($5), now() + make_interval(secs => $6))), $8::bigint
@@ -111,9 +127,13 @@ FROM unnest($7::jsonb[]) WITH ORDINALITY AS input(payload, position)
 WHERE (SELECT count(*) FROM (
            SELECT pg_notify('jobs_queue', $2)
            WHERE COALESCE(to_timestamp($5), now() + make_interval(secs => $6)) <= now()
+             AND ",
+    watched!("$2"),
+    "
        ) AS announced) >= 0
 ORDER BY input.position
-RETURNING id";
+RETURNING id"
+);
 
 /// Finds the jobs holding dedupe keys: `$1` kinds, `$2` keys (pairwise). Returns the holder's
 /// id with the kind and key it holds.

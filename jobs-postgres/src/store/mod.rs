@@ -7,6 +7,29 @@
 /// The channel on which enqueue announces ready work; the payload is the queue name.
 pub const NOTIFY_CHANNEL: &str = "jobs_queue";
 
+/// The advisory lock key of queue `$queue` (an SQL expression) that workers hold while they
+/// watch the queue for work (see [`watch`]).
+macro_rules! queue_watch_key {
+    ($queue:literal) => {
+        concat!("hashtextextended('jobs_watch:' || ", $queue, ", 0)")
+    };
+}
+
+/// The condition that a worker watches queue `$queue` (an SQL expression) for work, so that
+/// enqueue announces ready work in it (see [`watch`]): true when the queue's watch lock is held
+/// or asked for. When it is neither, the condition takes the lock in share mode until the
+/// transaction ends, so a worker that starts watching waits for this transaction to end before
+/// it claims, and finds its jobs.
+macro_rules! watched {
+    ($queue:literal) => {
+        concat!(
+            "NOT pg_try_advisory_xact_lock_shared(",
+            queue_watch_key!($queue),
+            ")"
+        )
+    };
+}
+
 /// The digest of a dedupe key that the unique dedupe indexes hold (migration 6 explains the
 /// form): a statement looking a key up compares this expression of the column with the same
 /// expression of the key it wants, so that the planner uses the index, then the key itself.
@@ -106,6 +129,7 @@ pub(crate) mod stats;
 pub(crate) mod testing;
 pub(crate) mod throughput;
 pub(crate) mod waiting;
+pub(crate) mod watch;
 pub(crate) mod workers;
 pub(crate) mod workflows;
 

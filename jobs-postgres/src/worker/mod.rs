@@ -45,6 +45,7 @@ mod scheduler;
 mod shutdown;
 mod signal;
 mod tasks;
+mod watcher;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

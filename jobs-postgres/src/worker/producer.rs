@@ -8,6 +8,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::executor::execute;
+use super::watcher::{Idle, QueueWatch};
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
 use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim};
@@ -202,6 +203,7 @@ pub async fn produce(
     shared: Arc<Shared>,
     plan: QueuePlan,
     wake: Arc<Notify>,
+    watches: Vec<Arc<QueueWatch>>,
     executors: TaskTracker,
 ) {
     let slots = Arc::new(Semaphore::new(plan.concurrency));
@@ -336,6 +338,9 @@ pub async fn produce(
                 _ = stop.wait_for(|stop| *stop) => return,
             }
         } else if drained {
+            // Out of work: the queues are watched while this producer sleeps, so that enqueue
+            // announces new work; the watch, once granted, wakes it to claim again.
+            let _idle = Idle::new(&watches);
             tokio::select! {
                 () = wake.notified() => {}
                 () = tokio::time::sleep(shared.config.poll_interval) => {}

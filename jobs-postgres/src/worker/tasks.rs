@@ -1,6 +1,6 @@
 //! Starting what a worker's plan says: the producers (each woken by the notifications of its
-//! queues), the scheduler, the outbox relays, the listener, the completer, and the periodic
-//! services (heartbeat, rescuer, presence, retention, gauges).
+//! queues), the queues' watchers, the scheduler, the outbox relays, the listener, the
+//! completer, and the periodic services (heartbeat, rescuer, presence, retention, gauges).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::task::TaskTracker;
 
 use super::producer::QueuePlan;
+use super::watcher::{self, QueueWatch};
 use super::{
     completer, gauge_publisher, heartbeat, listener, presence, producer, rescuer, retention,
     scheduler, Shared,
@@ -21,8 +22,8 @@ use crate::store::Outcome;
 
 /// The tasks of a running worker.
 pub(super) struct Tasks {
-    /// Tasks that claim or enqueue (producers, scheduler, relays, listener): they end by
-    /// themselves once shutdown is requested.
+    /// Tasks that claim or enqueue (producers, watchers, scheduler, relays, listener): they end
+    /// by themselves once shutdown is requested.
     pub(super) services: Vec<JoinHandle<()>>,
     /// The runs in progress.
     pub(super) executors: TaskTracker,
@@ -58,19 +59,49 @@ impl Tasks {
         });
         let executors = TaskTracker::new();
         let mut wakers: HashMap<String, Vec<Arc<Notify>>> = HashMap::new();
+        let plans: Vec<(QueuePlan, Arc<Notify>)> = plans
+            .into_iter()
+            .map(|plan| {
+                let wake = Arc::new(Notify::new());
+                for queue in &plan.woken_by {
+                    wakers
+                        .entry(queue.clone())
+                        .or_default()
+                        .push(Arc::clone(&wake));
+                }
+                (plan, wake)
+            })
+            .collect();
+        // Without notifications the producers poll: nothing to watch for.
+        let watches: HashMap<String, Arc<QueueWatch>> = if shared.config.listen {
+            wakers
+                .iter()
+                .map(|(queue, producers)| {
+                    let watch = QueueWatch::new(queue.clone(), producers.clone());
+                    (queue.clone(), Arc::new(watch))
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
         let mut services = Vec::new();
-        for plan in plans {
-            let wake = Arc::new(Notify::new());
-            for queue in &plan.woken_by {
-                wakers
-                    .entry(queue.clone())
-                    .or_default()
-                    .push(Arc::clone(&wake));
-            }
+        for watch in watches.values() {
+            services.push(tokio::spawn(watcher::keep_watch(
+                Arc::clone(shared),
+                Arc::clone(watch),
+            )));
+        }
+        for (plan, wake) in plans {
+            let watching = plan
+                .woken_by
+                .iter()
+                .filter_map(|queue| watches.get(queue).cloned())
+                .collect();
             services.push(tokio::spawn(producer::produce(
                 Arc::clone(shared),
                 plan,
                 wake,
+                watching,
                 executors.clone(),
             )));
         }

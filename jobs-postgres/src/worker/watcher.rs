@@ -1,0 +1,148 @@
+//! Watching queues for work, so that enqueue announces ready work only while a producer waits
+//! for it (see [`crate::store::watch`] for why no wake-up is lost).
+//!
+//! A producer that runs out of work marks its queues idle while it sleeps ([`Idle`]). Each
+//! queue's watcher ([`keep_watch`]) holds the queue's watch lock, on a session of its own, while any
+//! producer of the queue is idle: once the lock is granted, which comes after every enqueue that
+//! found the queue unwatched has ended, it wakes the queue's producers, which claim again; from
+//! then on enqueue announces its jobs with `NOTIFY`. When no producer has been idle for
+//! [`LET_GO_AFTER`], the watcher lets the lock go, and enqueue stops announcing: a worker busy
+//! with work claims again as soon as it has free slots, without being told.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+use tokio::sync::{watch, Notify};
+
+use super::Shared;
+use crate::backoff::ReconnectBackoff;
+use crate::store::watch as store;
+
+/// How long no producer of a queue must have been idle before its watcher lets the lock go: a
+/// queue whose producers run out of work now and then keeps its watch.
+const LET_GO_AFTER: Duration = Duration::from_millis(100);
+
+/// How often a watcher holding the lock checks that its session still answers. A session lost
+/// loses its lock, and enqueue stops announcing: the producers poll meanwhile, and the watcher
+/// takes the lock again on a new session.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// One queue's watch: how many of its producers are idle, and how to wake them all.
+#[derive(Debug)]
+pub struct QueueWatch {
+    /// The queue.
+    queue: String,
+    /// Its producers waiting for work now.
+    idle: watch::Sender<usize>,
+    /// Every producer of the queue, woken when the watch is granted.
+    producers: Vec<Arc<Notify>>,
+}
+
+impl QueueWatch {
+    /// The watch of `queue`, whose producers are woken through `producers`.
+    pub fn new(queue: String, producers: Vec<Arc<Notify>>) -> Self {
+        Self {
+            queue,
+            idle: watch::Sender::new(0),
+            producers,
+        }
+    }
+
+    fn wake_producers(&self) {
+        for producer in &self.producers {
+            producer.notify_one();
+        }
+    }
+}
+
+/// A producer out of work, for as long as it is held: its queues are watched meanwhile.
+pub struct Idle<'a> {
+    watches: &'a [Arc<QueueWatch>],
+}
+
+impl<'a> Idle<'a> {
+    /// Marks a producer of the queues of `watches` idle until the value is dropped.
+    pub fn new(watches: &'a [Arc<QueueWatch>]) -> Self {
+        for watch in watches {
+            watch.idle.send_modify(|idle| *idle += 1);
+        }
+        Self { watches }
+    }
+}
+
+impl Drop for Idle<'_> {
+    fn drop(&mut self) {
+        for watch in self.watches {
+            watch
+                .idle
+                .send_modify(|idle| *idle = idle.saturating_sub(1));
+        }
+    }
+}
+
+/// Holds `queue`'s watch lock while any of its producers is idle, until the worker stops.
+pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
+    let mut stop = shared.shutdown_requested.subscribe();
+    let mut idle = queue.idle.subscribe();
+    let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    loop {
+        tokio::select! {
+            waited = idle.wait_for(|idle| *idle > 0) => if waited.is_err() { return },
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let held = tokio::select! {
+            held = hold_while_idle(&shared, &queue, &mut idle) => held,
+            _ = stop.wait_for(|stop| *stop) => return,
+        };
+        if let Err(error) = held {
+            // The lock went with the session: claim again, and poll until it is held again.
+            queue.wake_producers();
+            let delay = backoff.next_delay();
+            tracing::warn!(queue = queue.queue, %error, ?delay, "watching the queue failed; polling meanwhile, retrying");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+            }
+        } else {
+            backoff.reset();
+        }
+    }
+}
+
+/// Opens a session, takes the queue's watch lock on it, wakes the queue's producers once it is
+/// granted, and holds it until no producer has been idle for [`LET_GO_AFTER`]; then lets it go.
+/// Dropped while waiting (the worker stops), the session closes and PostgreSQL drops the request
+/// or the lock.
+async fn hold_while_idle(
+    shared: &Shared,
+    queue: &QueueWatch,
+    idle: &mut watch::Receiver<usize>,
+) -> Result<(), sqlx::Error> {
+    let mut session = PgConnection::connect_with(&shared.pool.connect_options()).await?;
+    store::set_up_session(&mut session).await?;
+    store::watch_queue(&mut session, &queue.queue).await?;
+    queue.wake_producers();
+    loop {
+        let let_go = async {
+            loop {
+                if idle.wait_for(|idle| *idle == 0).await.is_err() {
+                    return;
+                }
+                let busy_since = tokio::time::sleep(LET_GO_AFTER);
+                // A producer idle again before then keeps the watch.
+                tokio::select! {
+                    () = busy_since => return,
+                    changed = idle.changed() => if changed.is_err() { return },
+                }
+            }
+        };
+        tokio::select! {
+            () = let_go => break,
+            () = tokio::time::sleep(CHECK_EVERY) => store::still_holding(&mut session).await?,
+        }
+    }
+    store::unwatch_queue(&mut session, &queue.queue).await?;
+    session.close().await?;
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! Enqueue announces ready work only while a worker waits for it, and no wake-up is lost: the
+//! races between a worker running out of work and an enqueue still in flight.
+//!
+//! The workers here poll once a minute, so a job found only by polling would outlast every wait
+//! of these tests: each job they wait for is found through a wake-up.
+
+use std::time::Duration;
+
+use jobs::{JobId, Worker, WorkerConfig, WorkerHandle};
+use sqlx::postgres::PgListener;
+use sqlx::{PgPool, Postgres, Transaction};
+
+use crate::support::{fast_config, Db};
+use crate::test_jobs::{record_run, waits_for_release};
+
+/// Advisory locks in exclusive mode in the test's database, `granted` or waiting: the queues'
+/// watch locks (no kind here has a limit, whose claims take such locks too).
+fn watch_locks(granted: bool) -> String {
+    format!(
+        "SELECT count(*) FROM pg_locks
+         WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted = {granted}
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+}
+
+/// A worker of one slot on `default` that polls once a minute, on a pool of its own.
+async fn start_slow_polling_worker(db: &Db) -> WorkerHandle {
+    let pool = db.other_pool(4).await;
+    Worker::builder(pool)
+        .kinds(["record_run", "waits_for_release"])
+        .state(db.pool.clone())
+        .queue("default", 1)
+        .config(WorkerConfig {
+            poll_interval: Duration::from_secs(60),
+            ..fast_config()
+        })
+        .build()
+        .expect("worker builds")
+        .start()
+}
+
+/// Waits until job `id` is done.
+async fn wait_done(db: &Db, id: JobId) {
+    db.wait_for_count(
+        &format!("job {id} done"),
+        &format!("SELECT count(*) FROM jobs_queue WHERE id = {id} AND state = 'done'"),
+        1,
+    )
+    .await;
+}
+
+/// A worker that ran out of work while a transaction that enqueued a job, when nobody watched
+/// the queue, is still open: the worker's watch waits for that transaction. Returns the open
+/// transaction (on a pool of its own) and the job it enqueued.
+async fn worker_waiting_behind_an_open_enqueue(
+    db: &Db,
+) -> (WorkerHandle, PgPool, Transaction<'static, Postgres>, JobId) {
+    db.create_releases().await;
+    let worker = start_slow_polling_worker(db).await;
+    // Busy with a long job, the worker lets its watch go.
+    let long = waits_for_release::enqueue(&db.pool).await.unwrap().id();
+    db.wait_for_count(
+        "the long job running",
+        &format!("SELECT count(*) FROM jobs_queue WHERE id = {long} AND state = 'running'"),
+        1,
+    )
+    .await;
+    db.wait_for_count("the watch let go", &watch_locks(true), 0)
+        .await;
+    let enqueuing = db.other_pool(1).await;
+    let mut transaction = enqueuing.begin().await.unwrap();
+    let in_flight = record_run::enqueue_in(&mut transaction, "in flight".into())
+        .await
+        .unwrap()
+        .id();
+    // The long job ends, the worker finds nothing it can see and asks to watch the queue,
+    // which waits for the open transaction.
+    db.release(long).await;
+    wait_done(db, long).await;
+    db.wait_for_count("the watch asked for", &watch_locks(false), 1)
+        .await;
+    (worker, enqueuing, transaction, in_flight)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_enqueued_while_the_worker_ran_out_of_work_is_claimed_once_committed() {
+    let db = Db::new().await;
+    let (_worker, _pool, transaction, in_flight) = worker_waiting_behind_an_open_enqueue(&db).await;
+    // It commits without announcing anything (nobody watched when it enqueued): the watch is
+    // granted then, and the worker claims again.
+    transaction.commit().await.unwrap();
+    wait_done(&db, in_flight).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_enqueued_while_a_long_transaction_delays_the_watch_are_announced() {
+    let db = Db::new().await;
+    let (_worker, _pool, transaction, in_flight) = worker_waiting_behind_an_open_enqueue(&db).await;
+    let announced = record_run::enqueue(&db.pool, "announced".into())
+        .await
+        .unwrap()
+        .id();
+    wait_done(&db, announced).await;
+    transaction.commit().await.unwrap();
+    wait_done(&db, in_flight).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_announces_only_queues_a_worker_watches() {
+    let db = Db::new().await;
+    let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen("jobs_queue").await.unwrap();
+    let _worker = start_slow_polling_worker(&db).await;
+    db.wait_for_count("the idle worker watching", &watch_locks(true), 1)
+        .await;
+    // Nobody serves `elsewhere`: its job is not announced. `default` is watched: its job is,
+    // and notifications arrive in commit order.
+    let unwatched = record_run::builder("unwatched".into())
+        .queue("elsewhere")
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id();
+    let watched = record_run::enqueue(&db.pool, "watched".into())
+        .await
+        .unwrap()
+        .id();
+    let first = listener.recv().await.unwrap();
+    assert_eq!(first.payload(), "default", "job {unwatched} was announced");
+    wait_done(&db, watched).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_session_is_lost_is_taken_again() {
+    let db = Db::new().await;
+    let _worker = start_slow_polling_worker(&db).await;
+    db.wait_for_count("the idle worker watching", &watch_locks(true), 1)
+        .await;
+    let watching = db
+        .count(
+            "SELECT max(pid)::bigint FROM pg_locks
+             WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .await;
+    db.execute(&format!("SELECT pg_terminate_backend({watching})"))
+        .await;
+    db.wait_for_count(
+        "the watch taken again on another session",
+        &format!("{} AND pid <> {watching}", watch_locks(true)),
+        1,
+    )
+    .await;
+    let id = record_run::enqueue(&db.pool, "after".into())
+        .await
+        .unwrap()
+        .id();
+    wait_done(&db, id).await;
+}
