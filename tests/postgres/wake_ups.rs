@@ -11,7 +11,7 @@ use sqlx::postgres::PgListener;
 use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::support::{fast_config, Db};
-use crate::test_jobs::{record_run, waits_for_release};
+use crate::test_jobs::{per_merchant, record_run, waits_for_release};
 
 /// Advisory locks in exclusive mode in the test's database, `granted` or waiting: the queues'
 /// watch locks (no kind here has a limit, whose claims take such locks too).
@@ -125,7 +125,10 @@ async fn enqueue_announces_only_queues_a_worker_watches() {
         .await
         .unwrap()
         .id();
-    let first = listener.recv().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(20), listener.recv())
+        .await
+        .expect("a notification within 20 s")
+        .unwrap();
     assert_eq!(first.payload(), "default", "job {unwatched} was announced");
     wait_done(&db, watched).await;
 }
@@ -156,4 +159,38 @@ async fn a_watch_whose_session_is_lost_is_taken_again() {
         .unwrap()
         .id();
     wait_done(&db, id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_a_limit_holds_back_is_woken_by_jobs_the_limit_lets_in() {
+    let db = Db::new().await;
+    let pool = db.other_pool(4).await;
+    let _worker = Worker::builder(pool)
+        .kinds(["per_merchant"])
+        .state(db.pool.clone())
+        .queue("default", 4)
+        .config(WorkerConfig {
+            poll_interval: Duration::from_secs(60),
+            ..fast_config()
+        })
+        .build()
+        .expect("worker builds")
+        .start();
+    // Merchant a's third job waits on its limit of 2 running, with slots free.
+    let long = (0..3).map(|_| per_merchant::Args {
+        merchant: "a".into(),
+        millis: 60_000,
+    });
+    per_merchant::enqueue_many(&db.pool, long).await.unwrap();
+    db.wait_for_count(
+        "merchant a at its limit",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'running'",
+        2,
+    )
+    .await;
+    let other = per_merchant::enqueue(&db.pool, "b".into(), 0)
+        .await
+        .unwrap()
+        .id();
+    wait_done(&db, other).await;
 }

@@ -15,10 +15,19 @@
 
 use sqlx::PgConnection;
 
-/// Sets up a session that holds watch locks: should its client go away while it waits for a
-/// lock, PostgreSQL notices within a second and lets the request go (otherwise a request left
-/// waiting would keep every enqueue of the queue announcing, and a grant would hold the lock).
-pub const WATCH_SESSION: &str = "SET client_connection_check_interval = 1000";
+/// Sets up a session that holds watch locks. Its requests wait as long as it takes (no
+/// `lock_timeout` or `statement_timeout` a role or database may set: a request given up would
+/// leave the queue unwatched, and enqueue silent, until the next one), and it stays open while
+/// idle (no `idle_session_timeout`). Should its client go away while it waits for a lock,
+/// PostgreSQL notices within a second and lets the request go (otherwise a request left waiting
+/// would keep every enqueue of the queue announcing, and a grant would hold the lock); the check
+/// needs a server on a platform that supports it, such as Linux, and a direct connection.
+pub const WATCH_SESSION: &str = "
+SELECT set_config('lock_timeout', '0', false),
+       set_config('statement_timeout', '0', false),
+       set_config('idle_session_timeout', '0', false),
+       set_config('idle_in_transaction_session_timeout', '0', false),
+       set_config('client_connection_check_interval', '1000', false)";
 
 /// Takes queue `$1`'s watch lock in exclusive mode, for the session, waiting until every
 /// enqueue that found the queue unwatched has ended.

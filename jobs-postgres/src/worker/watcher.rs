@@ -1,13 +1,15 @@
 //! Watching queues for work, so that enqueue announces ready work only while a producer waits
 //! for it (see [`crate::store::watch`] for why no wake-up is lost).
 //!
-//! A producer that runs out of work marks its queues idle while it sleeps ([`Idle`]). Each
-//! queue's watcher ([`keep_watch`]) holds the queue's watch lock, on a session of its own, while any
-//! producer of the queue is idle: once the lock is granted, which comes after every enqueue that
-//! found the queue unwatched has ended, it wakes the queue's producers, which claim again; from
-//! then on enqueue announces its jobs with `NOTIFY`. When no producer has been idle for
-//! [`LET_GO_AFTER`], the watcher lets the lock go, and enqueue stops announcing: a worker busy
-//! with work claims again as soon as it has free slots, without being told.
+//! A producer that runs out of work, or that a limit holds back, marks its queues idle while it
+//! sleeps ([`Idle`]). Each queue's watcher ([`keep_watch`]) holds the queue's watch lock, on a
+//! session of its own, while any producer of the queue is idle: once the lock is granted, which
+//! comes after every enqueue that found the queue unwatched has ended, it wakes the queue's
+//! producers, which claim again; from
+//! then on enqueue announces its jobs with `NOTIFY`. When no producer has been idle for the poll
+//! interval (at least [`LET_GO_AFTER_AT_LEAST`]), the watcher lets the lock go, and enqueue
+//! stops announcing: a worker busy with work claims again as soon as it has free slots, without
+//! being told. Each queue's watcher keeps one session open for this, outside the pool.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,9 +21,11 @@ use super::Shared;
 use crate::backoff::ReconnectBackoff;
 use crate::store::watch as store;
 
-/// How long no producer of a queue must have been idle before its watcher lets the lock go: a
-/// queue whose producers run out of work now and then keeps its watch.
-const LET_GO_AFTER: Duration = Duration::from_millis(100);
+/// The least time no producer of a queue must have been idle before its watcher lets the lock
+/// go; it waits the poll interval when longer. A queue whose producers run out of work now and
+/// then keeps its watch, and producers whose claims are slow are woken by a grant no more often
+/// than they would poll.
+const LET_GO_AFTER_AT_LEAST: Duration = Duration::from_millis(100);
 
 /// How often a watcher holding the lock checks that its session still answers. A session lost
 /// loses its lock, and enqueue stops announcing: the producers poll meanwhile, and the watcher
@@ -81,25 +85,34 @@ impl Drop for Idle<'_> {
     }
 }
 
-/// Holds `queue`'s watch lock while any of its producers is idle, until the worker stops.
+/// Holds `queue`'s watch lock while any of its producers is idle, until the worker stops, on a
+/// session opened once and kept (opened again only after it failed).
 pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
     let mut stop = shared.shutdown_requested.subscribe();
     let mut idle = queue.idle.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
+    let let_go_after = shared.config.poll_interval.max(LET_GO_AFTER_AT_LEAST);
+    let mut session: Option<PgConnection> = None;
     loop {
         tokio::select! {
             waited = idle.wait_for(|idle| *idle > 0) => if waited.is_err() { return },
             _ = stop.wait_for(|stop| *stop) => return,
         }
         let held = tokio::select! {
-            held = hold_while_idle(&shared, &queue, &mut idle) => held,
+            held = hold_while_idle(&shared, &queue, &mut idle, &mut session, let_go_after) => held,
             _ = stop.wait_for(|stop| *stop) => return,
         };
         if let Err(error) = held {
             // The lock went with the session: claim again, and poll until it is held again.
+            session = None;
             queue.wake_producers();
             let delay = backoff.next_delay();
-            tracing::warn!(queue = queue.queue, %error, ?delay, "watching the queue failed; polling meanwhile, retrying");
+            tracing::warn!(
+                queue = queue.queue,
+                %error,
+                ?delay,
+                "watching the queue failed; polling meanwhile, retrying"
+            );
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
@@ -110,18 +123,26 @@ pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
     }
 }
 
-/// Opens a session, takes the queue's watch lock on it, wakes the queue's producers once it is
-/// granted, and holds it until no producer has been idle for [`LET_GO_AFTER`]; then lets it go.
-/// Dropped while waiting (the worker stops), the session closes and PostgreSQL drops the request
-/// or the lock.
+/// Takes the queue's watch lock on `session` (opening it first when there is none), wakes the
+/// queue's producers once it is granted, and holds it until no producer has been idle for
+/// `let_go_after`; then lets it go. Dropped while waiting (the worker stops), the session closes
+/// with it and PostgreSQL drops the request or the lock.
 async fn hold_while_idle(
     shared: &Shared,
     queue: &QueueWatch,
     idle: &mut watch::Receiver<usize>,
+    session: &mut Option<PgConnection>,
+    let_go_after: Duration,
 ) -> Result<(), sqlx::Error> {
-    let mut session = PgConnection::connect_with(&shared.pool.connect_options()).await?;
-    store::set_up_session(&mut session).await?;
-    store::watch_queue(&mut session, &queue.queue).await?;
+    let session = match session {
+        Some(session) => session,
+        None => {
+            let mut opened = PgConnection::connect_with(&shared.pool.connect_options()).await?;
+            store::set_up_session(&mut opened).await?;
+            session.insert(opened)
+        }
+    };
+    store::watch_queue(session, &queue.queue).await?;
     queue.wake_producers();
     loop {
         let let_go = async {
@@ -129,20 +150,17 @@ async fn hold_while_idle(
                 if idle.wait_for(|idle| *idle == 0).await.is_err() {
                     return;
                 }
-                let busy_since = tokio::time::sleep(LET_GO_AFTER);
                 // A producer idle again before then keeps the watch.
                 tokio::select! {
-                    () = busy_since => return,
+                    () = tokio::time::sleep(let_go_after) => return,
                     changed = idle.changed() => if changed.is_err() { return },
                 }
             }
         };
         tokio::select! {
             () = let_go => break,
-            () = tokio::time::sleep(CHECK_EVERY) => store::still_holding(&mut session).await?,
+            () = tokio::time::sleep(CHECK_EVERY) => store::still_holding(session).await?,
         }
     }
-    store::unwatch_queue(&mut session, &queue.queue).await?;
-    session.close().await?;
-    Ok(())
+    store::unwatch_queue(session, &queue.queue).await
 }
