@@ -13,14 +13,22 @@ use sqlx::{PgPool, Postgres, Transaction};
 use crate::support::{fast_config, Db};
 use crate::test_jobs::{per_merchant, record_run, waits_for_release};
 
-/// Advisory locks in exclusive mode in the test's database, `granted` or waiting: the queues'
-/// watch locks (no kind here has a limit, whose claims take such locks too).
-fn watch_locks(granted: bool) -> String {
+/// The locks on queue `default`'s watch lock in exclusive mode, `granted` or waiting, as rows
+/// of `pg_locks` (the worker's other advisory locks, such as retention's, are other keys).
+fn watch_locks_where(granted: bool) -> String {
     format!(
-        "SELECT count(*) FROM pg_locks
-         WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted = {granted}
+        "FROM pg_locks, (SELECT hashtextextended('jobs_watch:default', 0) AS key) AS watch
+         WHERE locktype = 'advisory' AND objsubid = 1
+           AND classid::bigint = (watch.key >> 32) & 4294967295
+           AND objid::bigint = watch.key & 4294967295
+           AND mode = 'ExclusiveLock' AND granted = {granted}
            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     )
+}
+
+/// How many sessions hold (`granted`) or wait for queue `default`'s watch lock.
+fn watch_locks(granted: bool) -> String {
+    format!("SELECT count(*) {}", watch_locks_where(granted))
 }
 
 /// A worker of one slot on `default` that polls once a minute, on a pool of its own.
@@ -140,11 +148,10 @@ async fn a_watch_whose_session_is_lost_is_taken_again() {
     db.wait_for_count("the idle worker watching", &watch_locks(true), 1)
         .await;
     let watching = db
-        .count(
-            "SELECT max(pid)::bigint FROM pg_locks
-             WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted
-               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-        )
+        .count(&format!(
+            "SELECT max(pid)::bigint {}",
+            watch_locks_where(true)
+        ))
         .await;
     db.execute(&format!("SELECT pg_terminate_backend({watching})"))
         .await;

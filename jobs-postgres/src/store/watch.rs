@@ -15,19 +15,22 @@
 
 use sqlx::PgConnection;
 
-/// Sets up a session that holds watch locks. Its requests wait as long as it takes (no
+/// Sets up a session that holds watch locks: its requests wait as long as it takes (no
 /// `lock_timeout` or `statement_timeout` a role or database may set: a request given up would
 /// leave the queue unwatched, and enqueue silent, until the next one), and it stays open while
-/// idle (no `idle_session_timeout`). Should its client go away while it waits for a lock,
-/// PostgreSQL notices within a second and lets the request go (otherwise a request left waiting
-/// would keep every enqueue of the queue announcing, and a grant would hold the lock); the check
-/// needs a server on a platform that supports it, such as Linux, and a direct connection.
+/// idle (no `idle_session_timeout`).
 pub const WATCH_SESSION: &str = "
 SELECT set_config('lock_timeout', '0', false),
        set_config('statement_timeout', '0', false),
        set_config('idle_session_timeout', '0', false),
-       set_config('idle_in_transaction_session_timeout', '0', false),
-       set_config('client_connection_check_interval', '1000', false)";
+       set_config('idle_in_transaction_session_timeout', '0', false)";
+
+/// Has PostgreSQL check the session's client every second while it waits for a lock: should
+/// the worker go away, the request is let go (otherwise a request left waiting would keep every
+/// enqueue of the queue announcing, and a grant would hold the lock). Servers on platforms
+/// without the check (it needs Linux) refuse the setting; the session works without it.
+pub const CHECK_CLIENT: &str =
+    "SELECT set_config('client_connection_check_interval', '1000', false)";
 
 /// Takes queue `$1`'s watch lock in exclusive mode, for the session, waiting until every
 /// enqueue that found the queue unwatched has ended.
@@ -36,9 +39,13 @@ pub const WATCH_QUEUE: &str = concat!("SELECT pg_advisory_lock(", queue_watch_ke
 /// Lets queue `$1`'s watch lock go: enqueue stops announcing unless another worker watches.
 pub const UNWATCH_QUEUE: &str = concat!("SELECT pg_advisory_unlock(", queue_watch_key!("$1"), ")");
 
-/// Prepares `session` to hold watch locks.
+/// Prepares `session` to hold watch locks ([`WATCH_SESSION`], and [`CHECK_CLIENT`] where the
+/// server has it).
 pub async fn set_up_session(session: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query(WATCH_SESSION).execute(session).await?;
+    sqlx::query(WATCH_SESSION).execute(&mut *session).await?;
+    if let Err(error) = sqlx::query(CHECK_CLIENT).execute(&mut *session).await {
+        tracing::debug!(%error, "the server does not check a watch session's client");
+    }
     Ok(())
 }
 

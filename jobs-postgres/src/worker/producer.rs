@@ -330,10 +330,10 @@ pub async fn produce(
             // one of this worker's when its outcome is written (its slot is free before that,
             // while the outcome waits for the completer), or another worker's (found at the
             // next poll); or, under a rate limit whose window has room again, at once.
-            // Outcomes written since this round's claim began wake it at once. Jobs enqueued
-            // meanwhile may be ones the limit lets in (another key's, under a per-key limit):
-            // the queues are watched while it waits, as when it runs out of work.
-            let _idle = Idle::new(&watches);
+            // Outcomes written since this round's claim began wake it at once. Under a per-key
+            // limit, jobs enqueued meanwhile may be ones the limit lets in (another key's): the
+            // queues are watched while it waits, as when it runs out of work.
+            let _idle = matches!(plan.claim, Claim::KeyLimited { .. }).then(|| Idle::new(&watches));
             tokio::select! {
                 _ = outcomes_written.changed() => {}
                 () = wake.notified() => {}

@@ -6,9 +6,8 @@
 //! session of its own, while any producer of the queue is idle: once the lock is granted, which
 //! comes after every enqueue that found the queue unwatched has ended, it wakes the queue's
 //! producers, which claim again; from
-//! then on enqueue announces its jobs with `NOTIFY`. When no producer has been idle for the poll
-//! interval (at least [`LET_GO_AFTER_AT_LEAST`]), the watcher lets the lock go, and enqueue
-//! stops announcing: a worker busy with work claims again as soon as it has free slots, without
+//! then on enqueue announces its jobs with `NOTIFY`. When no producer has been idle for
+//! [`LET_GO_AFTER`], the watcher lets the lock go, and enqueue stops announcing: a worker busy with work claims again as soon as it has free slots, without
 //! being told. Each queue's watcher keeps one session open for this, outside the pool.
 
 use std::sync::Arc;
@@ -21,11 +20,11 @@ use super::Shared;
 use crate::backoff::ReconnectBackoff;
 use crate::store::watch as store;
 
-/// The least time no producer of a queue must have been idle before its watcher lets the lock
-/// go; it waits the poll interval when longer. A queue whose producers run out of work now and
-/// then keeps its watch, and producers whose claims are slow are woken by a grant no more often
-/// than they would poll.
-const LET_GO_AFTER_AT_LEAST: Duration = Duration::from_millis(100);
+/// How long no producer of a queue must have been idle before its watcher lets the lock go. A
+/// queue whose producers run out of work now and then keeps its watch; and a grant wakes the
+/// producers to claim, so were claims slower than this, an empty queue would be claimed about
+/// once per claim and grant (a database that slow is polled about once a second).
+const LET_GO_AFTER: Duration = Duration::from_secs(1);
 
 /// How often a watcher holding the lock checks that its session still answers. A session lost
 /// loses its lock, and enqueue stops announcing: the producers poll meanwhile, and the watcher
@@ -91,7 +90,6 @@ pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
     let mut stop = shared.shutdown_requested.subscribe();
     let mut idle = queue.idle.subscribe();
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
-    let let_go_after = shared.config.poll_interval.max(LET_GO_AFTER_AT_LEAST);
     let mut session: Option<PgConnection> = None;
     loop {
         tokio::select! {
@@ -99,7 +97,7 @@ pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
             _ = stop.wait_for(|stop| *stop) => return,
         }
         let held = tokio::select! {
-            held = hold_while_idle(&shared, &queue, &mut idle, &mut session, let_go_after) => held,
+            held = hold_while_idle(&shared, &queue, &mut idle, &mut session) => held,
             _ = stop.wait_for(|stop| *stop) => return,
         };
         if let Err(error) = held {
@@ -125,14 +123,14 @@ pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
 
 /// Takes the queue's watch lock on `session` (opening it first when there is none), wakes the
 /// queue's producers once it is granted, and holds it until no producer has been idle for
-/// `let_go_after`; then lets it go. Dropped while waiting (the worker stops), the session closes
+/// [`LET_GO_AFTER`], checking every [`CHECK_EVERY`] that the session still answers; then lets
+/// it go. Dropped while waiting (the worker stops), the session closes
 /// with it and PostgreSQL drops the request or the lock.
 async fn hold_while_idle(
     shared: &Shared,
     queue: &QueueWatch,
     idle: &mut watch::Receiver<usize>,
     session: &mut Option<PgConnection>,
-    let_go_after: Duration,
 ) -> Result<(), sqlx::Error> {
     let session = match session {
         Some(session) => session,
@@ -144,22 +142,26 @@ async fn hold_while_idle(
     };
     store::watch_queue(session, &queue.queue).await?;
     queue.wake_producers();
-    loop {
-        let let_go = async {
-            loop {
-                if idle.wait_for(|idle| *idle == 0).await.is_err() {
-                    return;
-                }
-                // A producer idle again before then keeps the watch.
-                tokio::select! {
-                    () = tokio::time::sleep(let_go_after) => return,
-                    changed = idle.changed() => if changed.is_err() { return },
-                }
+    let let_go = async {
+        loop {
+            if idle.wait_for(|idle| *idle == 0).await.is_err() {
+                return;
             }
-        };
+            // A producer idle again before then keeps the watch.
+            tokio::select! {
+                () = tokio::time::sleep(LET_GO_AFTER) => return,
+                changed = idle.changed() => if changed.is_err() { return },
+            }
+        }
+    };
+    tokio::pin!(let_go);
+    let mut checks =
+        tokio::time::interval_at(tokio::time::Instant::now() + CHECK_EVERY, CHECK_EVERY);
+    checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
         tokio::select! {
-            () = let_go => break,
-            () = tokio::time::sleep(CHECK_EVERY) => store::still_holding(session).await?,
+            () = &mut let_go => break,
+            _ = checks.tick() => store::still_holding(session).await?,
         }
     }
     store::unwatch_queue(session, &queue.queue).await
