@@ -34,6 +34,18 @@ async fn start_merchant_worker(db: &Db, concurrency: usize) -> WorkerHandle {
         .start()
 }
 
+/// Waits until `jobs` of merchant `merchant`'s jobs are done, naming `what` it waits for.
+async fn wait_for_merchant_done(db: &Db, merchant: &str, jobs: i64, what: &str) {
+    db.wait_for_count(
+        what,
+        &format!(
+            "SELECT count(*) FROM jobs_queue WHERE limit_key = '\"{merchant}\"' AND state = 'done'"
+        ),
+        jobs,
+    )
+    .await;
+}
+
 /// The most jobs that were running at once, of one limit key (`per_key`) or in all, from the
 /// rows: a job runs, for the database, from its claim (`attempted_at`) until its outcome is
 /// written (`finished_at`, the start of the transaction that wrote it, so overlaps are never
@@ -113,12 +125,7 @@ async fn one_key_with_a_backlog_does_not_hold_back_the_others() {
     enqueue_per_merchant(&db, &["a"], 50, 50).await;
     enqueue_per_merchant(&db, &["b"], 2, 0).await;
     let worker = start_merchant_worker(&db, 8).await;
-    db.wait_for_count(
-        "merchant b's jobs done",
-        "SELECT count(*) FROM jobs_queue WHERE limit_key = '\"b\"' AND state = 'done'",
-        2,
-    )
-    .await;
+    wait_for_merchant_done(&db, "b", 2, "merchant b's jobs done").await;
     worker.shutdown().await.unwrap();
     // From the rows: b's jobs started with the first 2 of a's, not after a's 50.
     let a_before_b = db
@@ -149,19 +156,9 @@ async fn a_job_another_transaction_holds_is_passed_over_not_waited_for() {
         .await
         .unwrap();
     let _worker = start_merchant_worker(&db, 4).await;
-    db.wait_for_count(
-        "merchant b's job done while a's is held",
-        "SELECT count(*) FROM jobs_queue WHERE payload ->> 'merchant' = 'b' AND state = 'done'",
-        1,
-    )
-    .await;
+    wait_for_merchant_done(&db, "b", 1, "merchant b's job done while a's is held").await;
     holder.rollback().await.unwrap();
-    db.wait_for_count(
-        "merchant a's job done once let go",
-        "SELECT count(*) FROM jobs_queue WHERE payload ->> 'merchant' = 'a' AND state = 'done'",
-        1,
-    )
-    .await;
+    wait_for_merchant_done(&db, "a", 1, "merchant a's job done once let go").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

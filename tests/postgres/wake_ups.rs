@@ -31,13 +31,13 @@ fn watch_locks(granted: bool) -> String {
     format!("SELECT count(*) {}", watch_locks_where(granted))
 }
 
-/// A worker of one slot on `default` that polls once a minute, on a pool of its own.
-async fn start_slow_polling_worker(db: &Db) -> WorkerHandle {
+/// A worker of `kinds` with `slots` on `default` that polls once a minute, on a pool of its own.
+async fn start_slow_polling_worker(db: &Db, kinds: &[&str], slots: usize) -> WorkerHandle {
     let pool = db.other_pool(4).await;
     Worker::builder(pool)
-        .kinds(["record_run", "waits_for_release"])
+        .kinds(kinds.iter().copied())
         .state(db.pool.clone())
-        .queue("default", 1)
+        .queue("default", slots)
         .config(WorkerConfig {
             poll_interval: Duration::from_secs(60),
             ..fast_config()
@@ -64,7 +64,7 @@ async fn worker_waiting_behind_an_open_enqueue(
     db: &Db,
 ) -> (WorkerHandle, PgPool, Transaction<'static, Postgres>, JobId) {
     db.create_releases().await;
-    let worker = start_slow_polling_worker(db).await;
+    let worker = start_slow_polling_worker(db, &["record_run", "waits_for_release"], 1).await;
     // Busy with a long job, the worker lets its watch go.
     let long = waits_for_release::enqueue(&db.pool).await.unwrap().id();
     db.wait_for_count(
@@ -118,7 +118,7 @@ async fn enqueue_announces_only_queues_a_worker_watches() {
     let db = Db::new().await;
     let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
     listener.listen("jobs_queue").await.unwrap();
-    let _worker = start_slow_polling_worker(&db).await;
+    let _worker = start_slow_polling_worker(&db, &["record_run"], 1).await;
     db.wait_for_count("the idle worker watching", &watch_locks(true), 1)
         .await;
     // Nobody serves `elsewhere`: its job is not announced. `default` is watched: its job is,
@@ -144,7 +144,7 @@ async fn enqueue_announces_only_queues_a_worker_watches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_whose_session_is_lost_is_taken_again() {
     let db = Db::new().await;
-    let _worker = start_slow_polling_worker(&db).await;
+    let _worker = start_slow_polling_worker(&db, &["record_run"], 1).await;
     db.wait_for_count("the idle worker watching", &watch_locks(true), 1)
         .await;
     let watching = db
@@ -171,18 +171,7 @@ async fn a_watch_whose_session_is_lost_is_taken_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_a_limit_holds_back_is_woken_by_jobs_the_limit_lets_in() {
     let db = Db::new().await;
-    let pool = db.other_pool(4).await;
-    let _worker = Worker::builder(pool)
-        .kinds(["per_merchant"])
-        .state(db.pool.clone())
-        .queue("default", 4)
-        .config(WorkerConfig {
-            poll_interval: Duration::from_secs(60),
-            ..fast_config()
-        })
-        .build()
-        .expect("worker builds")
-        .start();
+    let _worker = start_slow_polling_worker(&db, &["per_merchant"], 4).await;
     // Merchant a's third job waits on its limit of 2 running, with slots free.
     let long = (0..3).map(|_| per_merchant::Args {
         merchant: "a".into(),

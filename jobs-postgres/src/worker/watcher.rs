@@ -124,8 +124,8 @@ pub async fn keep_watch(shared: Arc<Shared>, queue: Arc<QueueWatch>) {
 /// Takes the queue's watch lock on `session` (opening it first when there is none), wakes the
 /// queue's producers once it is granted, and holds it until no producer has been idle for
 /// [`LET_GO_AFTER`], checking every [`CHECK_EVERY`] that the session still answers; then lets
-/// it go. Dropped while waiting (the worker stops), the session closes
-/// with it and PostgreSQL drops the request or the lock.
+/// it go. Dropped while waiting (the worker stops), the session closes with it and PostgreSQL
+/// drops the request or the lock.
 async fn hold_while_idle(
     shared: &Shared,
     queue: &QueueWatch,
