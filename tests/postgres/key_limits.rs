@@ -34,6 +34,17 @@ async fn start_merchant_worker(db: &Db, concurrency: usize) -> WorkerHandle {
         .start()
 }
 
+/// What `jobs stats` shows of kind `kind`'s limits, as the live worker declares them; panics
+/// when it shows none.
+async fn limit_stats_of(db: &Db, kind: &str) -> jobs::admin::LimitStats {
+    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    stats
+        .limits
+        .into_iter()
+        .find(|limit| limit.limits.kind == kind)
+        .unwrap_or_else(|| panic!("the limits of {kind} are shown"))
+}
+
 /// Waits until `jobs` of merchant `merchant`'s jobs are done, naming `what` it waits for.
 async fn wait_for_merchant_done(db: &Db, merchant: &str, jobs: i64, what: &str) {
     db.wait_for_count(
@@ -232,13 +243,8 @@ async fn stats_show_the_keys_at_their_limit_and_the_jobs_they_hold_back() {
          FROM unnest(ARRAY['a', 'a', 'a', 'a', 'a', 'b', 'b', 'b']) AS key",
     )
     .await;
-    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    let limit = limit_stats_of(&db, "per_merchant").await;
     worker.shutdown().await.unwrap();
-    let limit = stats
-        .limits
-        .iter()
-        .find(|limit| limit.limits.kind == "per_merchant")
-        .expect("the per-key limit is shown");
     assert_eq!(limit.limits.max_running_per_key, Some(2));
     assert_eq!(limit.keys_at_limit, 1, "merchant a is at its limit");
     assert_eq!(limit.held_back, 5, "merchant a's due jobs wait on it");
@@ -390,13 +396,8 @@ async fn stats_show_the_keys_whose_rate_window_is_full() {
          FROM unnest(ARRAY['a', 'a', 'a', 'a', 'b', 'b']) AS key",
     )
     .await;
-    let stats = jobs::admin::stats(&db.pool).await.unwrap();
+    let limit = limit_stats_of(&db, "per_merchant_rated").await;
     worker.shutdown().await.unwrap();
-    let limit = stats
-        .limits
-        .iter()
-        .find(|limit| limit.limits.kind == "per_merchant_rated")
-        .expect("the per-key rate limit is shown");
     assert_eq!(
         limit.limits.rate_limit_per_key,
         Some("3/300ms".parse().unwrap())
