@@ -49,8 +49,8 @@ impl Report {
             (
                 "enqueue, 1 per tx".into(),
                 format!(
-                    "{} transactions over each of {:?} connections; each inserts 1 business row + 1 job",
-                    options.single_enqueues, options.enqueue_connections
+"{} transactions per side over each of {:?} connections, in {} blocks per side, sides alternating block by block; each inserts 1 business row + 1 job",
+                    options.single_enqueues, options.enqueue_connections, crate::workloads::enqueue::ROUNDS
                 ),
             ),
             (

@@ -2,7 +2,7 @@
 //! (from Rust and, where it is installed, from pgbench); and, to show what announcing costs by
 //! itself, with a plain insert and a `pg_notify`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sqlx::{Acquire, PgPool};
 
@@ -34,6 +34,11 @@ enum Side {
     Pgbench,
 }
 
+/// Blocks per side in one run, sides alternating block by block: at one connection each
+/// transaction waits for its own flush, whose time drifts over seconds, so that one block per
+/// side would measure the drift as much as the side.
+pub const ROUNDS: usize = 5;
+
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let pgbench = Pgbench::find();
     for &connections in &options.enqueue_connections {
@@ -58,7 +63,7 @@ async fn measure_at(
     if pgbench.is_some() {
         sides.push(Side::Pgbench);
     }
-    let per_connection = options.single_enqueues / connections;
+    let per_block = (options.single_enqueues / connections / ROUNDS).max(1);
     let mut rates = vec![Vec::new(); sides.len()];
     for run in 0..options.runs {
         let fresh = Fresh::new(connections as u32 + 1).await?;
@@ -66,25 +71,37 @@ async fn measure_at(
             .execute(&fresh.pool)
             .await?;
         fresh.vacuum().await?;
+        let mut times = vec![Duration::ZERO; sides.len()];
+        let mut transactions = vec![0u64; sides.len()];
         let mut order: Vec<usize> = (0..sides.len()).collect();
         order.rotate_left(run % sides.len());
-        for slot in order {
-            let rate = match (sides[slot], pgbench) {
-                (Side::Pgbench, Some(pgbench)) => {
-                    let variables = [("payload", r#"{"n": 1}"#.to_string())];
-                    let script = raw::enqueue_script();
-                    let url = fresh.database.url();
-                    let run = pgbench
-                        .run(url, &script, connections, per_connection, &variables)
-                        .await?;
-                    run.transactions as f64 / run.seconds
-                }
-                (Side::Rust(write), _) => {
-                    measure(&fresh.pool, connections, per_connection, write).await?
-                }
-                (Side::Pgbench, None) => unreachable!("a pgbench side only when pgbench is found"),
-            };
-            rates[slot].push(rate);
+        for _ in 0..ROUNDS {
+            for &slot in &order {
+                let (done, time) = match (sides[slot], pgbench) {
+                    (Side::Pgbench, Some(pgbench)) => {
+                        let variables = [("payload", r#"{"n": 1}"#.to_string())];
+                        let script = raw::enqueue_script();
+                        let url = fresh.database.url();
+                        let run = pgbench
+                            .run(url, &script, connections, per_block, &variables)
+                            .await?;
+                        (run.transactions, Duration::from_secs_f64(run.seconds))
+                    }
+                    (Side::Rust(write), _) => (
+                        (connections * per_block) as u64,
+                        measure(&fresh.pool, connections, per_block, write).await?,
+                    ),
+                    (Side::Pgbench, None) => {
+                        unreachable!("a pgbench side only when pgbench is found")
+                    }
+                };
+                transactions[slot] += done;
+                times[slot] += time;
+            }
+            order.rotate_left(1);
+        }
+        for (slot, (done, time)) in transactions.into_iter().zip(times).enumerate() {
+            rates[slot].push(done as f64 / time.as_secs_f64());
         }
     }
     let name = |what: &str| format!("enqueue, 1 job per tx, {connections} conn.{what}");
@@ -132,12 +149,14 @@ pub fn order(run: usize) -> [bool; 2] {
     }
 }
 
+/// Runs `per_connection` transactions writing as `write` on each of `connections` connections
+/// at once; returns the time they took.
 async fn measure(
     pool: &PgPool,
     connections: usize,
     per_connection: usize,
     write: Write,
-) -> Result<f64, Box<dyn std::error::Error>> {
+) -> Result<Duration, Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for connection in 0..connections {
@@ -180,5 +199,5 @@ async fn measure(
     for task in tasks {
         task.await??;
     }
-    Ok((connections * per_connection) as f64 / started.elapsed().as_secs_f64())
+    Ok(started.elapsed())
 }
