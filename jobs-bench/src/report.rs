@@ -49,13 +49,13 @@ impl Report {
             (
                 "enqueue, 1 per tx".into(),
                 format!(
-"{} transactions per side over each of {:?} connections, in {} blocks per side, sides alternating block by block; each inserts 1 business row + 1 job",
+                    "{} transactions per side over each of {:?} connections, in {} blocks per side, sides alternating block by block; each inserts 1 business row + 1 job",
                     options.single_enqueues, options.enqueue_connections, crate::workloads::enqueue::ROUNDS
                 ),
             ),
             (
                 "bulk enqueue".into(),
-                format!("{} jobs in one statement, 5 times per side and run, alternating (framework: shared values once and a payload array through UNNEST, returning ids; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs),
+                format!("{} jobs per call, 5 times per side and run, sides alternating (framework in a transaction: one statement, shared values once and a payload array through UNNEST, returning ids; on their own: ids reserved, then a text COPY on a connection of their own; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs),
             ),
             (
                 "drain".into(),

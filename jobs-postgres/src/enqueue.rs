@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use jobs_core::{Dependency, EncodeError, IntoDependency, JobId, JobKind, NewJob, Prerequisites};
 use sqlx::{PgConnection, PgPool};
 
+use crate::bulk_copy;
 use crate::store::dependencies::{self, DependentInsert};
 use crate::store::enqueue as store;
 
@@ -359,6 +360,24 @@ pub async fn enqueue_many<K: JobKind>(
     pool: &PgPool,
     args: impl IntoIterator<Item = K::Args>,
 ) -> Result<Vec<Enqueued>, EnqueueError> {
+    let jobs = args
+        .into_iter()
+        .map(|args| NewJob::of::<K>(&args))
+        .collect::<Result<Vec<_>, _>>()?;
+    enqueue_jobs_on(pool, &jobs).await
+}
+
+/// Writes many jobs on their own, as [`enqueue_jobs`] does, but by `COPY` when they are many and
+/// alike (see [`bulk_copy::copyable`]), which the database may refuse; then by insert.
+async fn enqueue_jobs_on(pool: &PgPool, jobs: &[NewJob]) -> Result<Vec<Enqueued>, EnqueueError> {
+    for job in jobs {
+        job.check()?;
+    }
+    if let Some(shape) = bulk_copy::copyable(jobs) {
+        if let Some(ids) = bulk_copy::copy_jobs(pool, shape, jobs).await? {
+            return Ok(ids.into_iter().map(Enqueued::New).collect());
+        }
+    }
     let mut conn = pool.acquire().await?;
-    enqueue_many_in::<K>(&mut conn, args).await
+    enqueue_jobs(&mut conn, jobs).await
 }

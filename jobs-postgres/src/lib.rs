@@ -12,6 +12,7 @@
 pub mod admin;
 mod backoff;
 pub mod batch;
+mod bulk_copy;
 mod config_error;
 pub mod enqueue;
 pub mod metrics;
@@ -57,6 +58,7 @@ pub mod __private {
             CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER, CLAIM_UNKEYED_LIMITED_JOBS,
             DUE_JOBS_REMAIN, KEYED_JOBS_DUE, LOCK_LIMITED_KIND, RATE_LIMIT_ROOM_IN,
         };
+        pub use crate::store::copy::{COPY_JOBS, RESERVE_JOB_IDS};
         pub use crate::store::dead::{
             COUNT_DEAD, DISCARD_DEAD, JOB_DETAILS, LIST_DEAD, PREVIEW_DISCARD_DEAD,
             PREVIEW_REPLAY_DEAD, REPLAY_DEAD,

@@ -11,6 +11,7 @@ mod admin_retention;
 mod admin_stats;
 mod attempts_rule;
 mod batches;
+mod bulk_copy;
 mod claim_commit;
 mod claim_plans;
 mod claim_position;

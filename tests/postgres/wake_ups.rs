@@ -10,6 +10,7 @@ use jobs::{JobId, Worker, WorkerConfig, WorkerHandle};
 use sqlx::postgres::PgListener;
 use sqlx::{PgPool, Postgres, Transaction};
 
+use crate::bulk_copy::{copies_at_the_gate, hold_copies, labels, open_the_gate};
 use crate::support::{fast_config, Db};
 use crate::test_jobs::{per_merchant, record_run, waits_for_release};
 
@@ -98,6 +99,43 @@ async fn a_job_enqueued_while_the_worker_ran_out_of_work_is_claimed_once_committ
     // granted then, and the worker claims again.
     transaction.commit().await.unwrap();
     wait_done(&db, in_flight).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_copied_while_the_worker_ran_out_of_work_is_claimed_once_committed() {
+    let db = Db::new().await;
+    db.create_releases().await;
+    let _worker = start_slow_polling_worker(&db, &["record_run", "waits_for_release"], 1).await;
+    let long = waits_for_release::enqueue(&db.pool).await.unwrap().id();
+    db.wait_for_count(
+        "the long job running",
+        &format!("SELECT count(*) FROM jobs_queue WHERE id = {long} AND state = 'running'"),
+        1,
+    )
+    .await;
+    db.wait_for_count("the watch let go", &watch_locks(true), 0)
+        .await;
+    // A bulk written by COPY (nobody watching) held open before its rows are written.
+    let mut gate = hold_copies(&db).await;
+    let bulk = tokio::spawn({
+        let pool = db.pool.clone();
+        async move { record_run::enqueue_many(&pool, labels()).await }
+    });
+    db.wait_for_count("the copy at the gate", &copies_at_the_gate(), 1)
+        .await;
+    // The worker runs out of work; its watch waits for the copy's transaction.
+    db.release(long).await;
+    wait_done(&db, long).await;
+    db.wait_for_count("the watch asked for", &watch_locks(false), 1)
+        .await;
+    open_the_gate(&mut gate).await;
+    bulk.await.unwrap().expect("the bulk is written");
+    db.wait_for_count_at_least(
+        "a job of the bulk done",
+        "SELECT count(*) FROM jobs_queue WHERE kind = 'record_run' AND state = 'done'",
+        1,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -109,6 +109,7 @@ macro_rules! after_workflow_steps {
 pub(crate) mod batches;
 pub(crate) mod cancel;
 pub(crate) mod claims;
+pub(crate) mod copy;
 #[cfg(feature = "testing")]
 pub(crate) mod databases;
 pub(crate) mod dead;
