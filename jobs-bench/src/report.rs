@@ -55,7 +55,7 @@ impl Report {
             ),
             (
                 "bulk enqueue".into(),
-                format!("{} jobs per call, 5 times per side and run, sides alternating (framework in a transaction: one statement, shared values once and a payload array through UNNEST, returning ids; on their own: ids reserved, then a text COPY on a connection of their own; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs),
+                format!("{} jobs per call, {} times per side and run, sides alternating (framework in a transaction: one statement, shared values once and a payload array through UNNEST, returning ids; on their own: ids reserved, then a text COPY on a connection of their own; ceilings: the same rows from an UNNEST multi-row INSERT returning nothing, and a text COPY from the client)", options.bulk_jobs, crate::workloads::bulk::ROUNDS),
             ),
             (
                 "drain".into(),

@@ -14,7 +14,7 @@ use crate::report::Report;
 
 /// Bulk inserts per side in one run, alternating sides: one statement of 10,000 rows takes about
 /// a tenth of a second, too short for one to stand for the run.
-const ROUNDS: usize = 5;
+pub const ROUNDS: usize = 15;
 
 /// Jobs per side in the unmeasured first round: as many as the framework's bulk enqueue on its
 /// own needs to write by `COPY`.
