@@ -107,7 +107,9 @@ pub fn expand(attr: &JobAttr, job: &JobFn) -> TokenStream {
     let doc_many_in = format!(
         "Enqueues many `{kind_name}` jobs in one round trip on the caller's connection or transaction, with dedupe applied per job."
     );
-    let doc_many = format!("Enqueues many `{kind_name}` jobs in one round trip, on their own.");
+    let doc_many = format!(
+        "Enqueues many `{kind_name}` jobs on their own, in one round trip, or by `COPY` when they are 1,000 or more without dedupe, fairness or limit keys."
+    );
 
     let body = quote! {
         #![doc = #doc_module]

@@ -18,8 +18,9 @@ use crate::enqueue::EnqueueError;
 use crate::store::copy::copy_uniform_jobs;
 use crate::store::enqueue::same_shape;
 
-/// The fewest jobs written by `COPY`: it takes four round trips (begin, reserve the ids, copy,
-/// commit) where a multi-row insert takes one, which pays only for large bulks.
+/// The fewest jobs written by `COPY`: it takes five round trips (begin, reserve the ids, start
+/// the copy, end it, commit) where a multi-row insert takes one, which pays only for large
+/// bulks.
 pub(crate) const COPY_MIN_JOBS: usize = 1_000;
 
 /// The shape `jobs` share when they may be written by `COPY`: at least [`COPY_MIN_JOBS`] of
@@ -35,8 +36,8 @@ pub(crate) fn copyable(jobs: &[NewJob]) -> Option<&NewJob> {
 
 /// Writes `jobs`, checked and all shaped like `shape`, by `COPY` in a transaction of their own on
 /// a connection from `pool`. Returns their ids in input order, or `None` when the database
-/// refused before the commit (a role without `USAGE` on the id sequence, a table under
-/// row-level security): nothing was written, and the caller writes them by insert.
+/// refused the way itself (see [`refuses_copy`]): nothing was written, and the caller writes
+/// them by insert. Any other error is returned as it is, nothing retried.
 pub(crate) async fn copy_jobs(
     pool: &PgPool,
     shape: &NewJob,
@@ -48,9 +49,27 @@ pub(crate) async fn copy_jobs(
             conn.release();
             Ok(Some(ids))
         }
-        Err(Failure::BeforeCommit(sqlx::Error::Database(_))) => Ok(None),
+        Err(Failure::BeforeCommit(error)) if refuses_copy(&error) => {
+            tracing::debug!(%error, "bulk enqueue by COPY refused; inserting instead");
+            // The refusal was an error reply that sqlx read to its end: the connection is in
+            // step.
+            conn.release();
+            Ok(None)
+        }
         Err(Failure::BeforeCommit(error) | Failure::AtCommit(error)) => Err(error.into()),
     }
+}
+
+/// Whether `error` refuses the `COPY` way itself, which an insert of the same jobs may pass: no
+/// privilege to reserve ids from the sequence (`42501`), or `COPY` not supported on the table
+/// (`0A000`: row-level security). A timeout, a cancel, a conflict or a server going away is the
+/// caller's to see: inserting the jobs anyway would hide it, and take as long again.
+fn refuses_copy(error: &sqlx::Error) -> bool {
+    let code = match error {
+        sqlx::Error::Database(error) => error.code(),
+        _ => None,
+    };
+    matches!(code.as_deref(), Some("42501" | "0A000"))
 }
 
 /// Where a `COPY` transaction failed: before its commit was sent, nothing was written; at the

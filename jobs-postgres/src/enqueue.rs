@@ -220,6 +220,14 @@ pub async fn enqueue_jobs(
     for job in jobs {
         job.check()?;
     }
+    enqueue_checked(conn, jobs).await
+}
+
+/// [`enqueue_jobs`] of jobs already checked.
+async fn enqueue_checked(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, EnqueueError> {
     if jobs.iter().any(|job| !job.after.is_empty()) {
         return enqueue_with_dependents(conn, jobs).await;
     }
@@ -379,5 +387,5 @@ async fn enqueue_jobs_on(pool: &PgPool, jobs: &[NewJob]) -> Result<Vec<Enqueued>
         }
     }
     let mut conn = pool.acquire().await?;
-    enqueue_jobs(&mut conn, jobs).await
+    enqueue_checked(&mut conn, jobs).await
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
+use jobs::{EnqueueError, Enqueued};
+
 use crate::support::Db;
 use crate::test_jobs::record_run;
 
@@ -94,58 +96,143 @@ async fn a_large_bulk_on_its_own_is_copied_with_ids_in_input_order() {
     assert_eq!(statements_seen(&db).await, ["COPY"]);
 }
 
+/// Enqueues the bulk as a login role of the test's own (roles are cluster-wide), set up by
+/// `grants` (`{role}` stands for its name) and dropped afterwards whatever happens, on a pool of
+/// one connection. Returns what `probe`, a boolean query run as the role first, says, the
+/// bulk's results, and whether the bulk left the pool's connection open (the same session
+/// before and after).
+async fn bulk_as_role(
+    db: &Db,
+    grants: &str,
+    probe: &'static str,
+) -> (bool, Result<Vec<Enqueued>, EnqueueError>, bool) {
+    let role = format!("bulk_{}", db.name());
+    db.execute(&format!("CREATE ROLE {role} LOGIN")).await;
+    let options = PgConnectOptions::from_str(db.url())
+        .unwrap()
+        .username(&role);
+    let grants = grants.replace("{role}", &role);
+    let run = tokio::spawn({
+        let pool = db.pool.clone();
+        async move {
+            sqlx::raw_sql(&grants).execute(&pool).await.unwrap();
+            let restricted = PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+                .unwrap();
+            let session = || async {
+                sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
+                    .fetch_one(&restricted)
+                    .await
+                    .unwrap()
+            };
+            let probed: bool = sqlx::query_scalar(probe)
+                .fetch_one(&restricted)
+                .await
+                .unwrap();
+            let before = session().await;
+            let results = record_run::enqueue_many(&restricted, labels()).await;
+            let kept_open = session().await == before;
+            restricted.close().await;
+            (probed, results, kept_open)
+        }
+    })
+    .await;
+    db.execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .await;
+    run.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_role_that_may_not_reserve_ids_gets_its_bulk_inserted() {
     let db = Db::new().await;
     note_writing_statements(&db).await;
-    // Roles are cluster-wide: one per test database.
-    let role = format!("no_sequence_{}", db.name());
-    db.execute(&format!(
-        "CREATE ROLE {role} LOGIN;
-         GRANT SELECT, INSERT ON jobs_queue TO {role}"
-    ))
+    let (may_reserve, results, kept_open) = bulk_as_role(
+        &db,
+        "GRANT SELECT, INSERT ON jobs_queue TO {role}",
+        "SELECT has_sequence_privilege(pg_get_serial_sequence('jobs_queue', 'id'), 'USAGE')",
+    )
     .await;
-    let options = PgConnectOptions::from_str(db.url())
-        .unwrap()
-        .username(&role);
-    let restricted = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(options)
-        .await
-        .unwrap();
-    // Run as a task so that the role is dropped whatever happens.
-    let enqueued = tokio::spawn({
-        let restricted = restricted.clone();
-        async move {
-            let may_reserve: bool = sqlx::query_scalar(
-                "SELECT has_sequence_privilege(pg_get_serial_sequence('jobs_queue', 'id'), 'USAGE')",
-            )
-            .fetch_one(&restricted)
-            .await
-            .unwrap();
-            assert!(!may_reserve, "the role must not have USAGE on the id sequence");
-            record_run::enqueue_many(&restricted, labels()).await
-        }
-    })
-    .await;
-    restricted.close().await;
-    db.execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
-        .await;
-    let results = enqueued.unwrap().unwrap();
-    let ids: Vec<i64> = results.iter().map(|result| result.id()).collect();
+    assert!(
+        !may_reserve,
+        "the role must not have USAGE on the id sequence"
+    );
+    assert!(
+        kept_open,
+        "a refusal leaves the connection in step: it is kept"
+    );
+    let ids: Vec<i64> = results.unwrap().iter().map(|result| result.id()).collect();
     assert_written_in_order(&db, &ids).await;
     assert_eq!(statements_seen(&db).await, ["INSERT"]);
 }
 
-/// The advisory lock that `hold_copies` makes each write into `jobs_queue` wait for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_under_row_level_security_gets_its_bulk_inserted() {
+    let db = Db::new().await;
+    note_writing_statements(&db).await;
+    let (copy_refused, results, kept_open) = bulk_as_role(
+        &db,
+        "GRANT SELECT, INSERT ON jobs_queue TO {role};
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
+         ALTER TABLE jobs_queue ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY any_row ON jobs_queue USING (true) WITH CHECK (true)",
+        "SELECT relrowsecurity
+                AND has_sequence_privilege(pg_get_serial_sequence('jobs_queue', 'id'), 'USAGE')
+         FROM pg_class WHERE oid = 'jobs_queue'::regclass",
+    )
+    .await;
+    assert!(
+        copy_refused,
+        "the role reserves ids, and row-level security refuses its COPY"
+    );
+    assert!(
+        kept_open,
+        "a refusal leaves the connection in step: it is kept"
+    );
+    let ids: Vec<i64> = results.unwrap().iter().map(|result| result.id()).collect();
+    assert_written_in_order(&db, &ids).await;
+    assert_eq!(statements_seen(&db).await, ["INSERT"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_that_times_out_is_the_callers_error_not_an_insert() {
+    let db = Db::new().await;
+    let options = PgConnectOptions::from_str(db.url())
+        .unwrap()
+        .options([("statement_timeout", "300ms")]);
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await
+        .unwrap();
+    // The copy waits at the gate until its statement times out; an insert would pass.
+    let _gate = hold_copies(&db).await;
+    let error = record_run::enqueue_many(&pool, labels())
+        .await
+        .expect_err("the copy times out");
+    let code = match &error {
+        EnqueueError::Database(sqlx::Error::Database(error)) => error.code(),
+        _ => None,
+    };
+    assert_eq!(code.as_deref(), Some("57014"), "{error}");
+    assert_eq!(db.count("SELECT count(*) FROM jobs_queue").await, 0);
+}
+
+/// The advisory lock that [`hold_copies`] makes each `COPY` into `jobs_queue` wait for.
 const COPY_GATE: i64 = 7_340_113;
 
-/// Makes every statement writing into `jobs_queue` wait, once its rows are on their way, until
-/// the advisory lock [`COPY_GATE`] is free; returns the connection holding it.
+/// Makes every `COPY` into `jobs_queue` wait, once its rows are on their way, until the advisory
+/// lock [`COPY_GATE`] is free (inserts pass); returns the connection holding it.
 pub async fn hold_copies(db: &Db) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
     db.execute(&format!(
         "CREATE FUNCTION wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN PERFORM pg_advisory_xact_lock_shared({COPY_GATE}); RETURN NULL; END $$;
+         BEGIN
+             IF current_query() LIKE 'COPY%' THEN
+                 PERFORM pg_advisory_xact_lock_shared({COPY_GATE});
+             END IF;
+             RETURN NULL;
+         END $$;
          CREATE TRIGGER wait_at_gate BEFORE INSERT ON jobs_queue
              FOR EACH STATEMENT EXECUTE FUNCTION wait_at_gate()"
     ))
