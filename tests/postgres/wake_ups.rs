@@ -58,15 +58,11 @@ async fn wait_done(db: &Db, id: JobId) {
     .await;
 }
 
-/// A worker that ran out of work while a transaction that enqueued a job, when nobody watched
-/// the queue, is still open: the worker's watch waits for that transaction. Returns the open
-/// transaction (on a pool of its own) and the job it enqueued.
-async fn worker_waiting_behind_an_open_enqueue(
-    db: &Db,
-) -> (WorkerHandle, PgPool, Transaction<'static, Postgres>, JobId) {
+/// A worker of one slot busy with a long job (released by `db.release`), which has let its
+/// watch go. Returns the worker and the long job.
+async fn worker_busy_without_a_watch(db: &Db) -> (WorkerHandle, JobId) {
     db.create_releases().await;
     let worker = start_slow_polling_worker(db, &["record_run", "waits_for_release"], 1).await;
-    // Busy with a long job, the worker lets its watch go.
     let long = waits_for_release::enqueue(&db.pool).await.unwrap().id();
     db.wait_for_count(
         "the long job running",
@@ -76,6 +72,16 @@ async fn worker_waiting_behind_an_open_enqueue(
     .await;
     db.wait_for_count("the watch let go", &watch_locks(true), 0)
         .await;
+    (worker, long)
+}
+
+/// A worker that ran out of work while a transaction that enqueued a job, when nobody watched
+/// the queue, is still open: the worker's watch waits for that transaction. Returns the open
+/// transaction (on a pool of its own) and the job it enqueued.
+async fn worker_waiting_behind_an_open_enqueue(
+    db: &Db,
+) -> (WorkerHandle, PgPool, Transaction<'static, Postgres>, JobId) {
+    let (worker, long) = worker_busy_without_a_watch(db).await;
     let enqueuing = db.other_pool(1).await;
     let mut transaction = enqueuing.begin().await.unwrap();
     let in_flight = record_run::enqueue_in(&mut transaction, "in flight".into())
@@ -104,17 +110,7 @@ async fn a_job_enqueued_while_the_worker_ran_out_of_work_is_claimed_once_committ
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_copied_while_the_worker_ran_out_of_work_is_claimed_once_committed() {
     let db = Db::new().await;
-    db.create_releases().await;
-    let _worker = start_slow_polling_worker(&db, &["record_run", "waits_for_release"], 1).await;
-    let long = waits_for_release::enqueue(&db.pool).await.unwrap().id();
-    db.wait_for_count(
-        "the long job running",
-        &format!("SELECT count(*) FROM jobs_queue WHERE id = {long} AND state = 'running'"),
-        1,
-    )
-    .await;
-    db.wait_for_count("the watch let go", &watch_locks(true), 0)
-        .await;
+    let (_worker, long) = worker_busy_without_a_watch(&db).await;
     // A bulk written by COPY (nobody watching) held open before its rows are written.
     let mut gate = hold_copies(&db).await;
     let bulk = tokio::spawn({
