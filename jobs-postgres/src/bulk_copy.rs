@@ -21,7 +21,7 @@ use crate::store::enqueue::same_shape;
 /// The fewest jobs written by `COPY`: it takes five round trips (begin, reserve the ids, start
 /// the copy, end it, commit) where a multi-row insert takes one, which pays only for large
 /// bulks.
-pub(crate) const COPY_MIN_JOBS: usize = 1_000;
+pub const COPY_MIN_JOBS: usize = 1_000;
 
 /// The shape `jobs` share when they may be written by `COPY`: at least [`COPY_MIN_JOBS`] of
 /// them, ready at once, without prerequisites, alike but for their payloads (see

@@ -91,6 +91,8 @@ pub mod __private {
         pub use crate::store::NOTIFY_CHANNEL;
     }
 
+    pub use crate::bulk_copy::COPY_MIN_JOBS;
+
     /// The claim and outcome primitives the worker runs.
     pub mod store {
         pub use crate::store::claims::{

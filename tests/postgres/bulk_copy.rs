@@ -14,7 +14,7 @@ use crate::support::Db;
 use crate::test_jobs::record_run;
 
 /// Enough jobs alike for `enqueue_many` to write them by `COPY`.
-const BULK: usize = 1_200;
+const BULK: usize = jobs::postgres::__private::COPY_MIN_JOBS + 200;
 
 /// Records in `statements_seen` the start of each top-level statement that writes rows into
 /// `jobs_queue`: `COPY ..` or `INSERT ..`. A statement-level trigger leaves `COPY` writing

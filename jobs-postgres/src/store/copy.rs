@@ -37,7 +37,7 @@ WHERE (SELECT count(*) FROM (
        ) AS announced) >= 0"
 );
 
-/// Writes the rows [`copy_rows`] encodes. The columns it leaves out take their defaults: a
+/// Writes the rows that `copy_uniform_jobs` encodes. The columns it leaves out take their defaults: a
 /// `ready` job with no attempts, no keys and no batch, due at the transaction's start (as an
 /// insert of a job ready at once writes it).
 pub const COPY_JOBS: &str =
