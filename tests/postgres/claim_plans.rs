@@ -658,3 +658,58 @@ async fn a_per_key_limited_claim_keeps_one_plan_per_connection() {
         "planned once: its generic plan at every execution, no custom plan"
     );
 }
+
+/// Claims resuming where the last one ended keep their generic plan too, with the table's
+/// statistics known: a place within a backlog enqueued at once (one `run_at`), as a worker's
+/// producer passes it, makes the one-off plans estimate few rows after it, and PostgreSQL
+/// would otherwise plan every execution again (as long as it takes to run the claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_from_the_last_place_keep_one_plan_per_connection() {
+    let db = Db::new().await;
+    insert_due_record_runs(&db, 50_000, "x", "1 hour", "0 ms").await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let statements = [
+        ("CLAIM_ONE_KIND_AFTER", sql::CLAIM_ONE_KIND_AFTER),
+        ("CLAIM_JOBS_AFTER", sql::CLAIM_JOBS_AFTER),
+    ];
+    let mut place = (0_i16, DateTime::<Utc>::UNIX_EPOCH, 0_i64);
+    for _ in 0..10 {
+        for (name, statement) in statements {
+            let kinds = if name.starts_with("CLAIM_ONE_KIND") {
+                vec!["record_run"]
+            } else {
+                vec!["record_run", "bad_input"]
+            };
+            let leases = vec![30.0_f64; kinds.len()];
+            let (priority, run_at, id) = place;
+            let rows = sqlx::query(statement)
+                .bind("default")
+                .bind(kinds)
+                .bind(16_i64)
+                .bind(leases)
+                .bind(priority)
+                .bind(run_at)
+                .bind(id)
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(rows.len(), 16, "{name} claimed what it was asked for");
+            for row in rows {
+                let claimed: (i16, DateTime<Utc>, i64) =
+                    (row.get("priority"), row.get("run_at"), row.get("id"));
+                place = place.max(claimed);
+            }
+        }
+    }
+    let plans = [
+        plans_made(&mut conn, statements[0].1).await,
+        plans_made(&mut conn, statements[1].1).await,
+    ];
+    assert_eq!(
+        plans,
+        [(5, 5), (5, 5)],
+        "{:?}: each planned one-off only for its first five executions",
+        statements.map(|(name, _)| name)
+    );
+}

@@ -33,7 +33,7 @@ macro_rules! first_higher_priority_job {
           WHERE higher.state = 'ready' AND higher.queue = $1 AND higher.kind = ",
             $kind,
             "
-            AND higher.priority > $5 AND higher.run_at <= now()
+            AND higher.priority > (SELECT $5::smallint) AND higher.run_at <= now()
           ORDER BY higher.priority DESC, higher.run_at, higher.id
           LIMIT 1)"
         )
@@ -154,7 +154,8 @@ pub const CLAIM_JOBS: &str = claim_jobs!("", "");
 /// higher-priority jobs claimed since the last vacuum or not due yet (`run_at` cannot narrow a
 /// range that starts on `priority`).
 pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
-    "\n          AND priority = $5 AND (run_at, id) > ($6, $7)",
+    "\n          AND priority = (SELECT $5::smallint)
+          AND (run_at, id) > ((SELECT $6::timestamptz), (SELECT $7::bigint))",
     concat!(
         "
     WHERE NOT EXISTS (
@@ -200,7 +201,8 @@ pub const CLAIM_ONE_KIND: &str = claim_one_kind!("");
 /// The check for a ready job of a higher priority is one index probe, evaluated once.
 pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
     "
-      AND priority = $5 AND (run_at, id) > ($6, $7)
+      AND priority = (SELECT $5::smallint)
+      AND (run_at, id) > ((SELECT $6::timestamptz), (SELECT $7::bigint))
       AND ",
     first_higher_priority_job!("($2::text[])[1]"),
     " IS NULL"
