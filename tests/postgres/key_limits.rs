@@ -271,7 +271,7 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
     };
     let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
     let claim = claim_key_limited(
-        &db.pool,
+        &mut db.pool.acquire().await.unwrap(),
         "per_merchant",
         "default",
         8,

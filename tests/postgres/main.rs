@@ -25,6 +25,7 @@ mod exactly_once;
 mod fairness;
 mod find_jobs;
 mod gauges_shared;
+mod held_connections;
 mod job_cancel;
 mod key_limits;
 mod lease_control;

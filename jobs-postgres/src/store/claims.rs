@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobs_core::{JobId, RateLimit};
-use sqlx::{FromRow, PgPool, Row};
+use sqlx::{Connection, FromRow, PgConnection, Row};
 use uuid::Uuid;
 
 /// A condition that queue `$queue` (an SQL expression) is not paused: one probe of the primary
@@ -774,7 +774,7 @@ impl PartialOrd for ClaimPlace {
 /// with `after`, only jobs of the same priority after that place, and none while a job of a
 /// higher priority is ready.
 pub async fn claim(
-    pool: &PgPool,
+    executor: impl sqlx::PgExecutor<'_>,
     queue: &str,
     kinds: &[&str],
     leases: &[Duration],
@@ -796,7 +796,7 @@ pub async fn claim(
     if let Some(place) = after {
         query = query.bind(place.priority).bind(place.run_at).bind(place.id);
     }
-    query.fetch_all(pool).await
+    query.fetch_all(executor).await
 }
 
 /// What a claim of a limited kind took, and when its rate limit lets the next job start.
@@ -820,7 +820,7 @@ pub struct LimitedClaim {
 /// fewer than `limit`, whether due jobs remain (held back) and, if so, when the rate limit lets
 /// the next job start.
 pub async fn claim_limited(
-    pool: &PgPool,
+    connection: &mut PgConnection,
     kind: &str,
     queues: &[String],
     limit: usize,
@@ -828,7 +828,7 @@ pub async fn claim_limited(
     rate_limit: Option<RateLimit>,
     lease: Duration,
 ) -> Result<LimitedClaim, sqlx::Error> {
-    let mut transaction = pool.begin().await?;
+    let mut transaction = connection.begin().await?;
     sqlx::query(LOCK_LIMITED_KIND)
         .bind(kind)
         .execute(&mut *transaction)
@@ -872,7 +872,7 @@ struct FairClaimedJob {
 /// back empty, the rest are claimed the usual way, oldest first: the jobs of the kind without a
 /// key (enqueued before the kind declared one) are claimed that way, once no keyed job is due.
 pub async fn claim_fair(
-    pool: &PgPool,
+    connection: &mut PgConnection,
     queue: &str,
     kind: &'static str,
     lease: Duration,
@@ -887,11 +887,19 @@ pub async fn claim_fair(
             .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
             .bind(lease.as_secs_f64())
             .bind(cursor.as_deref())
-            .fetch_all(pool)
+            .fetch_all(&mut *connection)
             .await?;
         let Some(last) = rows.first().map(|row| row.fair_cursor.clone()) else {
             // No keyed job left to take: the rest oldest first.
-            let rest = claim(pool, queue, &[kind], &[lease], limit - jobs.len(), None).await?;
+            let rest = claim(
+                &mut *connection,
+                queue,
+                &[kind],
+                &[lease],
+                limit - jobs.len(),
+                None,
+            )
+            .await?;
             jobs.extend(rest);
             break;
         };
@@ -962,7 +970,7 @@ pub struct ClaimLimits {
 /// short at most every `round`'s interval: looking for them walks the ready index past the
 /// kind's keyed jobs, a cost paid at most that often.
 pub async fn claim_key_limited(
-    pool: &PgPool,
+    connection: &mut PgConnection,
     kind: &str,
     queue: &str,
     limit: usize,
@@ -971,7 +979,7 @@ pub async fn claim_key_limited(
     round: &mut KeyRound,
 ) -> Result<LimitedClaim, sqlx::Error> {
     let queues = [queue.to_owned()];
-    let mut transaction = pool.begin().await?;
+    let mut transaction = connection.begin().await?;
     sqlx::query(LOCK_LIMITED_KIND)
         .bind(kind)
         .execute(&mut *transaction)

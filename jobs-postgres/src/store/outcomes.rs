@@ -210,7 +210,7 @@ impl<'a> OutcomeColumns<'a> {
 /// still held (and so whether it was written). Rows are locked in id order (see
 /// [`OutcomeColumns`]).
 pub async fn record_outcomes(
-    pool: &PgPool,
+    executor: impl sqlx::PgExecutor<'_>,
     outcomes: &[Outcome],
 ) -> Result<Vec<Fenced>, sqlx::Error> {
     let columns = OutcomeColumns::of(outcomes);
@@ -223,7 +223,7 @@ pub async fn record_outcomes(
         .bind(&columns.error_kinds)
         .bind(&columns.errors)
         .bind(&columns.outputs)
-        .fetch_all(pool)
+        .fetch_all(executor)
         .await?;
     let written: HashSet<(JobId, Uuid)> = written.into_iter().collect();
     Ok(outcomes

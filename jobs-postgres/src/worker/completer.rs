@@ -1,7 +1,8 @@
 //! Writes run outcomes back to the database, many per statement.
 //!
 //! Executors hand their outcomes over and free their slot; the completer writes whatever has
-//! accumulated in one fenced statement, then the next batch. Under load a batch holds every
+//! accumulated in one fenced statement, then the next batch, keeping its pool connection while
+//! batches wait. Under load a batch holds every
 //! outcome that arrived while the previous one was being written; when idle, an outcome is
 //! written alone, without waiting. The crash window: outcomes handed over but not yet written are
 //! lost with the process, and those jobs run again after their lease expires (at least once).
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
+use super::held_connection::HeldConnection;
 use super::{refusal, Shared};
 use crate::backoff::ReconnectBackoff;
 use crate::metrics::{self, DropReason};
@@ -40,6 +42,8 @@ pub async fn complete(
     max_batch: usize,
 ) {
     let mut abandoned = shared.abandoned.clone();
+    // Kept while batches follow each other.
+    let mut held = HeldConnection::default();
     loop {
         let first = tokio::select! {
             biased;
@@ -60,7 +64,11 @@ pub async fn complete(
                 Err(_) => break,
             }
         }
-        write(&shared, batch).await;
+        write_on(&shared, batch, &mut held).await;
+        if outcomes.is_empty() {
+            // No batch waits: the connection goes back to the pool until one does.
+            held.drop_connection();
+        }
     }
 }
 
@@ -73,15 +81,30 @@ pub async fn complete(
 /// refused on its own is dropped with an error logged, and its job comes back when its lease
 /// expires (the heartbeat stops renewing it).
 pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
+    write_on(shared, batch, &mut HeldConnection::default()).await;
+}
+
+/// [`write`], on the connection `held` (taken from the pool when there is none, and dropped
+/// after an error).
+async fn write_on(shared: &Shared, batch: Vec<Outcome>, held: &mut HeldConnection) {
     let frees_running_limit = batch.iter().any(|outcome| {
         shared
             .running
             .frees_running_limit(outcome.id, outcome.lease_token)
     });
-    let done = refusal::batch_then_one_by_one(batch, "outcomes", |batch| async move {
-        write_batch(shared, batch).await.map(|()| Vec::<()>::new())
+    // The writes run one after another; the lock only lends the connection to each of them.
+    let connection = tokio::sync::Mutex::new(std::mem::take(held));
+    let done = refusal::batch_then_one_by_one(batch, "outcomes", |batch| {
+        let connection = &connection;
+        async move {
+            let mut held = connection.lock().await;
+            write_batch(shared, batch, &mut held)
+                .await
+                .map(|()| Vec::<()>::new())
+        }
     })
     .await;
+    *held = connection.into_inner();
     for (outcome, error) in done.refused {
         tracing::error!(
             job.id = outcome.id,
@@ -101,13 +124,19 @@ pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
 async fn write_batch(
     shared: &Shared,
     mut batch: Vec<Outcome>,
+    held: &mut HeldConnection,
 ) -> Result<(), (Vec<Outcome>, sqlx::Error)> {
     let mut backoff = ReconnectBackoff::new(shared.config.max_reconnect_delay);
     let mut abandoned = shared.abandoned.clone();
     loop {
         let written = tokio::select! {
-            written = store::record_outcomes(&shared.pool, &batch) => written,
-            Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => return Ok(()),
+            biased;
+            Ok(_) = abandoned.wait_for(|abandoned| *abandoned) => {
+                // The write was cut off midway: its connection is not used again.
+                held.drop_connection();
+                return Ok(());
+            }
+            written = record_on(shared, &batch, held) => written,
         };
         match written {
             Ok(fenced) => {
@@ -150,4 +179,17 @@ async fn write_batch(
             }
         }
     }
+}
+
+/// Records `batch` on the connection `held`, taken from the pool when there is none; an error
+/// drops the connection.
+async fn record_on(
+    shared: &Shared,
+    batch: &[Outcome],
+    held: &mut HeldConnection,
+) -> Result<Vec<Fenced>, sqlx::Error> {
+    let connection = held.take_or_acquire(&shared.pool).await?;
+    store::record_outcomes(&mut **connection, batch)
+        .await
+        .inspect_err(|_| held.drop_connection())
 }

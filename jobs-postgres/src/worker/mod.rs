@@ -31,6 +31,7 @@ mod connections;
 pub(crate) mod executor;
 mod gauge_publisher;
 mod heartbeat;
+mod held_connection;
 mod lease;
 mod listener;
 mod plan;

@@ -1,5 +1,6 @@
 //! One queue's claim loop: waits for free slots, claims as many ready jobs as there are free
-//! slots in one statement, and hands each to an executor.
+//! slots in one statement, and hands each to an executor. While claims follow each other back to
+//! back it keeps its pool connection ([`HeldConnection`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,6 +9,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::executor::execute;
+use super::held_connection::HeldConnection;
 use super::watcher::{Idle, QueueWatch};
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
@@ -80,46 +82,48 @@ pub enum Claim {
 impl Claim {
     /// Claims up to `wanted` jobs, from the front of the claim order or `from` a place in it
     /// (a limited kind's claims always start at the front); the claims of a fair kind or a kind
-    /// with a per-key limit go on after the key `round` ended at, and move it.
+    /// with a per-key limit go on after the key `round` ended at, and move it. Claims run on
+    /// the connection `held`, taken from the pool when there is none, and dropped on an error
+    /// (see [`HeldConnection`]).
     async fn claim(
         &self,
         shared: &Shared,
         wanted: usize,
         from: Option<ClaimPlace>,
         round: &mut KeyRound,
+        held: &mut HeldConnection,
     ) -> Result<LimitedClaim, sqlx::Error> {
-        match self {
-            Claim::Fair { kind, queue, lease } => Ok(LimitedClaim {
-                jobs: store::claim_fair(
-                    &shared.pool,
-                    queue,
-                    kind,
-                    *lease,
-                    wanted,
-                    &mut round.cursor,
-                )
-                .await?,
-                rate_room_in: None,
-                held_back: false,
-            }),
+        let connection = &mut **held.take_or_acquire(&shared.pool).await?;
+        let claimed = match self {
+            Claim::Fair { kind, queue, lease } => {
+                store::claim_fair(connection, queue, kind, *lease, wanted, &mut round.cursor)
+                    .await
+                    .map(|jobs| LimitedClaim {
+                        jobs,
+                        rate_room_in: None,
+                        held_back: false,
+                    })
+            }
             Claim::KeyLimited {
                 kind,
                 queue,
                 limits,
                 lease,
             } => {
-                store::claim_key_limited(&shared.pool, kind, queue, wanted, *limits, *lease, round)
+                store::claim_key_limited(connection, kind, queue, wanted, *limits, *lease, round)
                     .await
             }
             Claim::Queue {
                 queue,
                 kinds,
                 leases,
-            } => Ok(LimitedClaim {
-                jobs: store::claim(&shared.pool, queue, kinds, leases, wanted, from).await?,
-                rate_room_in: None,
-                held_back: false,
-            }),
+            } => store::claim(connection, queue, kinds, leases, wanted, from)
+                .await
+                .map(|jobs| LimitedClaim {
+                    jobs,
+                    rate_room_in: None,
+                    held_back: false,
+                }),
             Claim::Limited {
                 kind,
                 queues,
@@ -128,7 +132,7 @@ impl Claim {
                 lease,
             } => {
                 store::claim_limited(
-                    &shared.pool,
+                    connection,
                     kind,
                     queues,
                     wanted,
@@ -138,7 +142,8 @@ impl Claim {
                 )
                 .await
             }
-        }
+        };
+        claimed.inspect_err(|_| held.drop_connection())
     }
 }
 
@@ -213,6 +218,7 @@ pub async fn produce(
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
+    let mut held = HeldConnection::default();
     // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
     // round goes on after its key.
     let mut round = KeyRound::new(shared.config.poll_interval);
@@ -233,11 +239,19 @@ pub async fn produce(
         .fold(shared.config.poll_interval, Duration::min);
     loop {
         let first = tokio::select! {
+            // In this order: with no batch window the sleep below is ready at once too.
+            biased;
+            _ = stop.wait_for(|stop| *stop) => return,
             permit = Arc::clone(&slots).acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => return,
             },
-            _ = stop.wait_for(|stop| *stop) => return,
+            // Every slot is taken by jobs still running: the claims' connection goes back to
+            // the pool (where those jobs may need it) unless a slot frees within the window.
+            () = tokio::time::sleep(shared.config.claim_batch_window), if held.is_held() => {
+                held.drop_connection();
+                continue;
+            }
         };
         let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
         let window = shared.config.claim_batch_window;
@@ -275,7 +289,7 @@ pub async fn produce(
         loop {
             match plan
                 .claim
-                .claim(&shared, wanted - claimed, from, &mut round)
+                .claim(&shared, wanted - claimed, from, &mut round, &mut held)
                 .await
             {
                 Ok(LimitedClaim {
@@ -319,6 +333,10 @@ pub async fn produce(
         backoff.reset();
         let drained = claimed < wanted;
         busy = !drained;
+        if !busy {
+            // The claims' connection goes back to the pool until claims follow each other again.
+            held.drop_connection();
+        }
         if let Some(room_in) = rate_room_in {
             // The kind's rate limit lets nothing more start before then, whatever arrives.
             tokio::select! {
