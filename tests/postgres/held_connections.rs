@@ -10,6 +10,19 @@ use crate::support::{fast_config, start_worker, wait_until, Db};
 use crate::test_jobs::{send_receipt, waits_for_release};
 use jobs::WorkerConfig;
 
+/// The slots of the draining workers below.
+const CONCURRENCY: usize = 4;
+
+/// A worker draining short jobs, with a batch window long enough that a slot always frees
+/// within it, however slow the machine: its producer stays busy.
+fn draining_config() -> WorkerConfig {
+    WorkerConfig {
+        default_concurrency: CONCURRENCY,
+        claim_batch_window: Duration::from_millis(100),
+        ..fast_config()
+    }
+}
+
 /// Connections of `pool` checked out at this moment.
 fn in_use(pool: &PgPool) -> u32 {
     // The two counts are read one after the other, while connections come and go.
@@ -63,13 +76,7 @@ async fn a_draining_queue_claims_on_one_connection() {
     let args = (0..3_000).map(|order_id| send_receipt::Args { order_id });
     send_receipt::enqueue_many(&db.pool, args).await.unwrap();
     let pool = db.other_pool(10).await;
-    // A window long enough that a slot always frees within it, however slow the machine.
-    let config = WorkerConfig {
-        default_concurrency: 4,
-        claim_batch_window: Duration::from_millis(100),
-        ..fast_config()
-    };
-    let worker = start_worker(&pool, &["send_receipt"], config);
+    let worker = start_worker(&pool, &["send_receipt"], draining_config());
     db.wait_for_count(
         "every job done",
         "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
@@ -98,8 +105,8 @@ async fn a_draining_queue_claims_on_one_connection() {
     let most = executions.iter().copied().max().unwrap_or(0);
     println!("claims per connection: {executions:?}");
     assert!(
-        all >= 3_000 / 4,
-        "the queue drained in claims of at most 4: {executions:?}"
+        all >= 3_000 / i64::try_from(CONCURRENCY).unwrap(),
+        "the queue drained in claims of at most {CONCURRENCY}: {executions:?}"
     );
     assert!(
         most * 2 > all,
@@ -117,10 +124,8 @@ async fn closing_the_pool_stops_a_busy_worker_claiming() {
     send_receipt::enqueue_many(&db.pool, args).await.unwrap();
     let pool = db.other_pool(10).await;
     let config = WorkerConfig {
-        default_concurrency: 4,
         listen: false,
-        claim_batch_window: Duration::from_millis(100),
-        ..fast_config()
+        ..draining_config()
     };
     let worker = start_worker(&pool, &["send_receipt"], config);
     let claimed = "SELECT count(*) FROM jobs_queue WHERE state <> 'ready'";
@@ -135,7 +140,7 @@ async fn closing_the_pool_stops_a_busy_worker_claiming() {
     let claimed_after = db.count(claimed).await;
     // One claim may have been under way as the pool closed.
     assert!(
-        claimed_after <= claimed_at_close + 4,
+        claimed_after <= claimed_at_close + i64::try_from(CONCURRENCY).unwrap(),
         "the worker claimed {} jobs after its pool closed",
         claimed_after - claimed_at_close
     );

@@ -2,9 +2,8 @@
 //!
 //! Executors hand their outcomes over and free their slot; the completer writes whatever has
 //! accumulated in one fenced statement, then the next batch, keeping its pool connection while
-//! batches wait. Under load a batch holds every
-//! outcome that arrived while the previous one was being written; when idle, an outcome is
-//! written alone, without waiting. The crash window: outcomes handed over but not yet written are
+//! batches wait. Under load a batch holds every outcome that arrived while the previous one was
+//! being written; when idle, an outcome is written alone, without waiting. The crash window: outcomes handed over but not yet written are
 //! lost with the process, and those jobs run again after their lease expires (at least once).
 //!
 //! The queue between them is bounded: it holds at most [`queue_capacity`] outcomes (one batch)
