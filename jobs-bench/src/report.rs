@@ -40,6 +40,7 @@ impl Report {
                  ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf(); then measure again"
             );
         }
+        let claim_ahead = jobs::WorkerConfig::default().claim_ahead;
         let settings = vec![
             (
                 "PostgreSQL".into(),
@@ -60,17 +61,17 @@ impl Report {
             (
                 "drain".into(),
                 format!(
-                    "{} no-op jobs; concurrency {:?}; framework claims up to its free slots per statement; raw batched: concurrency/{} loops claiming {} each; raw per-job: one loop per slot claiming 1",
-                    options.drain_jobs, options.drain_concurrency, options.raw_batch, options.raw_batch
+                    "{} no-op jobs; concurrency {:?}; framework claims up to its free slots per statement, and up to {} more under a backlog of short jobs (claim_ahead); raw batched: concurrency/{} loops claiming {} each; raw per-job: one loop per slot claiming 1",
+                    options.drain_jobs, options.drain_concurrency, claim_ahead, options.raw_batch, options.raw_batch
                 ),
             ),
             (
                 "crash window, batched".into(),
-                "outcomes handed to the completer but not yet written (one statement of up to 500, plus those queued behind it) are lost; those jobs run again after their lease (30 s)".into(),
+                format!("outcomes handed to the completer but not yet written (one statement of up to 500, plus those queued behind it) are lost, and so are the jobs claimed ahead but not started (up to {claim_ahead} per queue); those jobs run again after their lease (30 s)"),
             ),
             (
                 "crash window, per-job".into(),
-                "only runs in progress are lost; they run again after their lease (30 s)".into(),
+                format!("runs in progress are lost, and so are the jobs claimed ahead but not started (up to {claim_ahead} per queue); they run again after their lease (30 s)"),
             ),
             (
                 "claims, both sides".into(),

@@ -60,10 +60,8 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
         last = claimed.iter().map(|job| job.place()).max();
         let outcomes: Vec<Outcome> = claimed
             .iter()
-            .map(|job| Outcome {
-                id: job.id,
-                lease_token: job.lease_token,
-                decision: Decision::Complete { output: None },
+            .map(|job| {
+                Outcome::of_run(job.id, job.lease_token, Decision::Complete { output: None })
             })
             .collect();
         store::record_outcomes(&db.pool, &outcomes).await.unwrap();

@@ -14,11 +14,13 @@ use jobs::WorkerConfig;
 const CONCURRENCY: usize = 4;
 
 /// A worker draining short jobs, with a batch window long enough that a slot always frees
-/// within it, however slow the machine: its producer stays busy.
+/// within it, however slow the machine: its producer stays busy. It claims no more than its free
+/// slots, so that the drain takes many claims (claims ahead are `read_ahead`'s).
 fn draining_config() -> WorkerConfig {
     WorkerConfig {
         default_concurrency: CONCURRENCY,
         claim_batch_window: Duration::from_millis(100),
+        claim_ahead: 0,
         ..fast_config()
     }
 }

@@ -37,6 +37,7 @@ mod outcome_writes;
 mod outcomes;
 mod outputs;
 mod queue_pause;
+mod read_ahead;
 mod rescue_refusal;
 mod resilience;
 mod run_now;

@@ -152,7 +152,9 @@ async fn an_outcome_write_that_times_out_on_a_lock_is_retried() {
 /// outcomes (too many connections: an error of reach, retried for as long as the leases hold),
 /// once four have run and three outcome writes were refused: one outcome being written, one
 /// queued (the queue holds `max_batch`), and one waiting in each of the two slots; two jobs
-/// stay ready. Returns the jobs' ids and the worker.
+/// stay ready. The worker claims no more than its free slots: claims ahead would take those two
+/// as soon as the first two runs ended, before any executor waited (they would then wait for a
+/// slot, unrun: see `read_ahead`). Returns the jobs' ids and the worker.
 async fn full_outcome_queue(db: &Db) -> (Vec<i64>, WorkerHandle) {
     simulate_outcome_outage(db, "53300").await;
     let mut ids = Vec::new();
@@ -162,6 +164,7 @@ async fn full_outcome_queue(db: &Db) -> (Vec<i64>, WorkerHandle) {
     let config = WorkerConfig {
         default_concurrency: 2,
         completion: Completion::Batched { max_batch: 1 },
+        claim_ahead: 0,
         ..retrying_config()
     };
     let worker = start_worker(&db.pool, &["record_run"], config);

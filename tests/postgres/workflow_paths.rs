@@ -88,21 +88,21 @@ async fn every_path_that_ends_or_reopens_a_member_moves_its_workflow_on() {
     let claimed_ids: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
     assert_eq!(claimed_ids, members[..3]);
     let outcomes = [
-        Outcome {
-            id: members[0],
-            lease_token: claimed[0].lease_token,
-            decision: Decision::Complete { output: None },
-        },
-        Outcome {
-            id: members[1],
-            lease_token: claimed[1].lease_token,
-            decision: Decision::Dead {
+        Outcome::of_run(
+            members[0],
+            claimed[0].lease_token,
+            Decision::Complete { output: None },
+        ),
+        Outcome::of_run(
+            members[1],
+            claimed[1].lease_token,
+            Decision::Dead {
                 error: AttemptError {
                     kind: "permanent",
                     message: "bad input".into(),
                 },
             },
-        },
+        ),
     ];
     store::record_outcomes(&db.pool, &outcomes).await.unwrap();
     let completed: Option<JobId> = sqlx::query_scalar(sql::COMPLETE_IN_TRANSACTION)

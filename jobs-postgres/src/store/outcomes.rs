@@ -20,7 +20,8 @@ macro_rules! outcome_state {
 /// Records the outcomes of many runs in one statement, each fenced by its lease token.
 ///
 /// Arrays, one element per run: `$1` ids, `$2` lease tokens, `$3` new states (`done`, `ready`,
-/// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`), `$5` whether
+/// `dead`, `cancelled`), `$4` seconds until the job is ready again (for `ready`; NULL keeps its
+/// `run_at`, for a job handed back before its run started), `$5` whether
 /// the attempt is given back (snooze, hand-back at shutdown), `$6` error kinds and `$7` error
 /// messages (NULL when there is no error to keep), `$8` outputs as JSON text (NULL but for runs
 /// ending `done` with an output; the column is set from it, so it is NULL in every other
@@ -52,7 +53,8 @@ SET state = ",
     ",
     run_at = CASE WHEN ",
     outcome_state!(),
-    " = 'ready' THEN now() + make_interval(secs => o.delay_secs) ELSE j.run_at END,
+    " = 'ready' THEN coalesce(now() + make_interval(secs => o.delay_secs), j.run_at)
+                ELSE j.run_at END,
     attempts = CASE WHEN o.give_back_attempt THEN j.attempts - 1 ELSE j.attempts END,
     finished_at = CASE WHEN ",
     outcome_state!(),
@@ -136,6 +138,35 @@ pub struct Outcome {
     pub lease_token: Uuid,
     /// What to do with the job.
     pub decision: Decision,
+    /// Whether the run never started: the job was claimed ahead of a free slot and is handed
+    /// back. The decision is then a snooze of no delay, and the job keeps its place in the
+    /// claim order (its `run_at`) instead of going behind the jobs that became due meanwhile.
+    pub unstarted: bool,
+}
+
+impl Outcome {
+    /// The outcome of run `(id, lease_token)` that ended with `decision`.
+    pub fn of_run(id: JobId, lease_token: Uuid, decision: Decision) -> Self {
+        Self {
+            id,
+            lease_token,
+            decision,
+            unstarted: false,
+        }
+    }
+
+    /// Hands back job `id`, claimed under `lease_token` but never started: the attempt is given
+    /// back and the job keeps its place in the claim order.
+    pub fn unstarted(id: JobId, lease_token: Uuid) -> Self {
+        Self {
+            id,
+            lease_token,
+            decision: Decision::Snooze {
+                delay: Duration::ZERO,
+            },
+            unstarted: true,
+        }
+    }
 }
 
 /// The columns of [`RECORD_OUTCOMES`], one element per outcome, in the order of job ids.
@@ -151,7 +182,7 @@ struct OutcomeColumns<'a> {
     ids: Vec<JobId>,
     tokens: Vec<Uuid>,
     states: Vec<&'static str>,
-    delays: Vec<f64>,
+    delays: Vec<Option<f64>>,
     give_backs: Vec<bool>,
     error_kinds: Vec<Option<&'static str>>,
     errors: Vec<Option<&'a str>>,
@@ -196,7 +227,9 @@ impl<'a> OutcomeColumns<'a> {
             columns.ids.push(outcome.id);
             columns.tokens.push(outcome.lease_token);
             columns.states.push(state);
-            columns.delays.push(delay.as_secs_f64());
+            columns
+                .delays
+                .push((!outcome.unstarted).then_some(delay.as_secs_f64()));
             columns.give_backs.push(give_back);
             columns.error_kinds.push(error_kind);
             columns.errors.push(error);
@@ -314,11 +347,7 @@ mod tests {
 
     #[test]
     fn outcomes_are_bound_in_id_order() {
-        let outcome = |id: JobId, decision: Decision| Outcome {
-            id,
-            lease_token: Uuid::new_v4(),
-            decision,
-        };
+        let outcome = |id: JobId, decision: Decision| Outcome::of_run(id, Uuid::new_v4(), decision);
         let outcomes = [
             outcome(
                 30,
@@ -353,11 +382,22 @@ mod tests {
             ]
         );
         assert_eq!(columns.states, ["dead", "ready", "done"]);
-        assert_eq!(columns.delays, [0.0, 2.0, 0.0]);
+        assert_eq!(columns.delays, [Some(0.0), Some(2.0), Some(0.0)]);
         assert_eq!(columns.give_backs, [false, true, false]);
         assert_eq!(columns.error_kinds, [Some("permanent"), None, None]);
         assert_eq!(columns.errors, [Some("bad"), None, None]);
         assert_eq!(columns.outputs, [None, None, Some("\"R-1\"")]);
+    }
+
+    #[test]
+    fn a_job_handed_back_unstarted_keeps_its_place() {
+        let token = Uuid::new_v4();
+        let outcomes = [Outcome::unstarted(4, token)];
+        let columns = OutcomeColumns::of(&outcomes);
+        assert_eq!(columns.states, ["ready"]);
+        assert_eq!(columns.delays, [None]);
+        assert_eq!(columns.give_backs, [true]);
+        assert_eq!(columns.error_kinds, [None]);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! run and outcome code: [`drain`].
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use jobs_core::{Decision, JobId, JobKind};
 use sqlx::PgPool;
@@ -166,6 +167,7 @@ impl Drain {
                     runs,
                 });
             }
+            let claimed_at = Instant::now();
             let claimed = store::claim(&self.pool, queue, &self.kinds, &leases, 1, None).await?;
             if claimed.is_empty() {
                 // The due jobs are locked by another session (a worker claiming them): not the
@@ -179,8 +181,15 @@ impl Drain {
                     .expect("the drain's slot is never closed");
                 let (id, kind) = (job.id, job.kind.clone());
                 let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
+                let lease_lost = shared.running.insert(
+                    job.id,
+                    job.lease_token,
+                    shared.lease_of(&job.kind),
+                    claimed_at,
+                );
                 // Nothing stops a drain's runs, so every run ends with a decision.
-                if let Some(decision) = execute(Arc::clone(&shared), job, permit).await {
+                if let Some(decision) = execute(Arc::clone(&shared), job, lease_lost, permit).await
+                {
                     runs.push(DrainedRun {
                         id,
                         kind,

@@ -32,7 +32,9 @@ enum RunEnd {
 }
 
 /// Runs `job` and hands its outcome to the completer (or writes it, without one). Holds
-/// `permit` (a slot of the queue) until the run is over.
+/// `permit` (a slot of the queue) until the run is over. The claim registered the job with the
+/// worker's running jobs (`shared.running`), which tell the run through `lease_lost` when the
+/// heartbeat finds its lease lost.
 ///
 /// Returns what follows the run: the decision handed over or written, [`Decision::Complete`]
 /// (with the output the transaction stored) when the job's own transaction completed it, `None`
@@ -40,6 +42,7 @@ enum RunEnd {
 pub async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
+    lease_lost: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
 ) -> Option<Decision> {
     let span = tracing::info_span!(
@@ -51,10 +54,7 @@ pub async fn execute(
         outcome = tracing::field::Empty
     );
     let started = Instant::now();
-    let lost = shared
-        .running
-        .insert(job.id, job.lease_token, shared.lease_of(&job.kind), started);
-    let (outcome, next) = run(&shared, &job, lost).instrument(span).await;
+    let (outcome, next) = run(&shared, &job, lease_lost).instrument(span).await;
     shared
         .metrics
         .job_finished(&job.kind, &job.queue, outcome, started.elapsed());
@@ -77,11 +77,7 @@ pub async fn execute(
     shared
         .running
         .outcome_pending(job.id, job.lease_token, frees_running_limit);
-    let outcome = Outcome {
-        id: job.id,
-        lease_token: job.lease_token,
-        decision: decision.clone(),
-    };
+    let outcome = Outcome::of_run(job.id, job.lease_token, decision.clone());
     // The completer forgets the job once its outcome is written.
     match &shared.completer {
         Some(completer) => {

@@ -38,6 +38,7 @@ mod plan;
 mod presence;
 mod producer;
 mod reach;
+mod read_ahead;
 mod refusal;
 mod rescuer;
 mod retention;

@@ -1,6 +1,7 @@
 //! One queue's claim loop: waits for free slots, claims as many ready jobs as there are free
 //! slots in one statement, and hands each to an executor. While claims follow each other back to
-//! back it keeps its pool connection ([`HeldConnection`]).
+//! back it keeps its pool connection ([`HeldConnection`]); under a backlog of short jobs it
+//! claims ahead of its free slots ([`ReadAhead`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,10 +11,11 @@ use tokio_util::task::TaskTracker;
 
 use super::executor::execute;
 use super::held_connection::HeldConnection;
+use super::read_ahead::{self, ClaimedRun, ReadAhead};
 use super::watcher::{Idle, QueueWatch};
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
-use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim};
+use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim, Outcome};
 use jobs_core::RateLimit;
 
 /// What a producer needs to know about the jobs it claims.
@@ -84,7 +86,8 @@ impl Claim {
     /// (a limited kind's claims always start at the front); the claims of a fair kind or a kind
     /// with a per-key limit go on after the key `round` ended at, and move it. Claims run on
     /// the connection `held`, taken from the pool when there is none, and dropped on an error
-    /// (see [`HeldConnection`]).
+    /// (see [`HeldConnection`]). Returns, with the claim, when its statement was sent: the
+    /// leases it took cannot have begun before then.
     async fn claim(
         &self,
         shared: &Shared,
@@ -92,8 +95,9 @@ impl Claim {
         from: Option<ClaimPlace>,
         round: &mut KeyRound,
         held: &mut HeldConnection,
-    ) -> Result<LimitedClaim, sqlx::Error> {
+    ) -> Result<(LimitedClaim, Instant), sqlx::Error> {
         let connection = &mut **held.take_or_acquire(&shared.pool).await?;
+        let sent_at = Instant::now();
         let claimed = match self {
             Claim::Fair { kind, queue, lease } => {
                 store::claim_fair(connection, queue, kind, *lease, wanted, &mut round.cursor)
@@ -143,7 +147,9 @@ impl Claim {
                 .await
             }
         };
-        claimed.inspect_err(|_| held.drop_connection())
+        claimed
+            .map(|claim| (claim, sent_at))
+            .inspect_err(|_| held.drop_connection())
     }
 }
 
@@ -219,6 +225,19 @@ pub async fn produce(
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
     let mut held = HeldConnection::default();
+    // Jobs claimed ahead of free slots, and how many a claim may take ahead (only a plain
+    // queue's: a limited or fair kind's claims count what runs, and take turns).
+    let mut read_ahead = ReadAhead::default();
+    let claim_ahead = match plan.claim {
+        Claim::Queue { .. } => shared.config.claim_ahead,
+        Claim::Fair { .. } | Claim::KeyLimited { .. } | Claim::Limited { .. } => 0,
+    };
+    // How many jobs the next claim takes beyond the free slots: as many as the slots started
+    // within the read-ahead span at the pace of the last claim's jobs, once they all ended
+    // within the claim batch window; else none.
+    let mut ahead = 0;
+    // When the last claim returned, and how many jobs it took.
+    let mut last_claim: Option<(Instant, usize)> = None;
     // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
     // round goes on after its key.
     let mut round = KeyRound::new(shared.config.poll_interval);
@@ -238,28 +257,56 @@ pub async fn produce(
         .map(|limit| limit.per() / 64)
         .fold(shared.config.poll_interval, Duration::min);
     loop {
-        let first = tokio::select! {
+        let hand_back_at = read_ahead.hand_back_at();
+        let woken = tokio::select! {
             // In this order: with no batch window the sleep below is ready at once too.
             biased;
-            _ = stop.wait_for(|stop| *stop) => return,
+            _ = stop.wait_for(|stop| *stop) => Woken::Stop,
             permit = Arc::clone(&slots).acquire_owned() => match permit {
-                Ok(permit) => permit,
+                Ok(permit) => Woken::Slot(permit),
                 Err(_) => return,
             },
+            // The jobs claimed ahead waited too long for a slot: the jobs running took longer
+            // than those before them. Another worker may run them now.
+            () = tokio::time::sleep_until(
+                hand_back_at.map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)
+            ), if hand_back_at.is_some() => Woken::HandBack,
             // Every slot is taken by jobs still running: the claims' connection goes back to
             // the pool (where those jobs may need it) unless a slot frees within the window.
             () = tokio::time::sleep(shared.config.claim_batch_window), if held.is_held() => {
+                Woken::SlotsBusy
+            }
+        };
+        let first = match woken {
+            Woken::Slot(permit) => permit,
+            Woken::Stop => {
+                hand_back(&shared, &mut read_ahead, &mut held).await;
+                return;
+            }
+            Woken::HandBack => {
+                ahead = 0;
+                hand_back(&shared, &mut read_ahead, &mut held).await;
+                continue;
+            }
+            Woken::SlotsBusy => {
                 held.drop_connection();
                 continue;
             }
         };
         let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
         let window = shared.config.claim_batch_window;
-        if busy && !window.is_zero() && all_slots > 1 {
+        if read_ahead.is_empty() && busy && !window.is_zero() && all_slots > 1 {
             // Under load, wait briefly for every slot so one claim carries as many jobs as it
             // can: short jobs free them all within the window, longer ones give what is free.
             let more = Arc::clone(&slots).acquire_many_owned(all_slots - 1);
+            ahead = 0;
             if let Ok(Ok(mut more)) = tokio::time::timeout(window, more).await {
+                // Every job of the last claim ended: their pace says how many the slots start
+                // within the read-ahead span.
+                if let Some((returned_at, jobs)) = last_claim {
+                    ahead =
+                        read_ahead::jobs_within_span(jobs, returned_at.elapsed()).min(claim_ahead);
+                }
                 while more.num_permits() > 0 {
                     match more.split(1) {
                         Some(one) => permits.push(one),
@@ -274,9 +321,28 @@ pub async fn produce(
         // A stop at once frees the slots of executors waiting on a full outcome queue before
         // this task hears of the stop: claim nothing once either is under way.
         if *shared.abandoned.borrow() || *stop.borrow() {
+            hand_back(&shared, &mut read_ahead, &mut held).await;
             return;
         }
+        // The jobs claimed ahead start first, in the order they were claimed.
+        while !permits.is_empty() {
+            let Some(run) = read_ahead.pop() else { break };
+            if *run.lease_lost.borrow() {
+                // The heartbeat found its lease lost: another worker or a rescue has the job.
+                shared.running.remove(run.job.id, run.job.lease_token);
+                continue;
+            }
+            if let Some(permit) = permits.pop() {
+                start(&shared, &executors, run, permit);
+            }
+        }
+        if permits.is_empty() {
+            continue;
+        }
         let wanted = permits.len();
+        // Under a backlog of short jobs, the claim also takes jobs for the next rounds of slots.
+        let asked = if busy { wanted + ahead } else { wanted };
+        let mut first_returned_at = None;
         let mut claimed = 0;
         let mut failure = None;
         let mut rate_room_in = None;
@@ -289,24 +355,42 @@ pub async fn produce(
         loop {
             match plan
                 .claim
-                .claim(&shared, wanted - claimed, from, &mut round, &mut held)
+                .claim(&shared, asked - claimed, from, &mut round, &mut held)
                 .await
             {
-                Ok(LimitedClaim {
-                    jobs,
-                    rate_room_in: room_in,
-                    held_back: jobs_held_back,
-                }) => {
+                Ok((
+                    LimitedClaim {
+                        jobs,
+                        rate_room_in: room_in,
+                        held_back: jobs_held_back,
+                    },
+                    sent_at,
+                )) => {
+                    let claimed_at = Instant::now();
+                    first_returned_at.get_or_insert(claimed_at);
                     rate_room_in = room_in;
                     held_back = jobs_held_back;
                     claimed += jobs.len();
                     position.claimed(&jobs, from.is_none());
                     for job in jobs {
-                        let Some(permit) = permits.pop() else { break };
-                        shared
-                            .metrics
-                            .job_picked_up(&job.kind, &job.queue, job.waited());
-                        executors.spawn(execute(Arc::clone(&shared), job, permit));
+                        // The job is this worker's from the claim on: the heartbeat renews its
+                        // lease, counted from when the claim was sent, whether it runs now or
+                        // waits for a slot.
+                        let lease_lost = shared.running.insert(
+                            job.id,
+                            job.lease_token,
+                            shared.lease_of(&job.kind),
+                            sent_at,
+                        );
+                        let run = ClaimedRun {
+                            job,
+                            lease_lost,
+                            claimed_at,
+                        };
+                        match permits.pop() {
+                            Some(permit) => start(&shared, &executors, run, permit),
+                            None => read_ahead.push(run),
+                        }
                     }
                 }
                 Err(error) => {
@@ -314,7 +398,7 @@ pub async fn produce(
                     break;
                 }
             }
-            if claimed == wanted || from.is_none() {
+            if claimed == asked || from.is_none() {
                 break;
             }
             from = None;
@@ -324,14 +408,19 @@ pub async fn produce(
             busy = false;
             let delay = backoff.next_delay();
             tracing::warn!(queue = plan.name, %error, ?delay, "claiming failed; retrying");
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                _ = stop.wait_for(|stop| *stop) => return,
+            let stopping = tokio::select! {
+                () = tokio::time::sleep(delay) => false,
+                _ = stop.wait_for(|stop| *stop) => true,
+            };
+            if stopping {
+                hand_back(&shared, &mut read_ahead, &mut held).await;
+                return;
             }
             continue;
         }
         backoff.reset();
-        let drained = claimed < wanted;
+        last_claim = first_returned_at.map(|returned_at| (returned_at, claimed));
+        let drained = claimed < asked;
         busy = !drained;
         if !busy {
             // The claims' connection goes back to the pool until claims follow each other again.
@@ -358,15 +447,99 @@ pub async fn produce(
                 () = tokio::time::sleep(held_retry) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
-        } else if drained {
+        } else if drained && read_ahead.is_empty() {
             // Out of work: the queues are watched while this producer sleeps, so that enqueue
-            // announces new work; the watch, once granted, wakes it to claim again.
+            // announces new work; the watch, once granted, wakes it to claim again. (Jobs
+            // claimed ahead start first, as slots free; the claim after them finds out.)
             let _idle = Idle::new(&watches);
             tokio::select! {
                 () = wake.notified() => {}
                 () = tokio::time::sleep(shared.config.poll_interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
+        }
+    }
+}
+
+/// What a producer waiting for a free slot woke to.
+enum Woken {
+    /// A slot is free.
+    Slot(OwnedSemaphorePermit),
+    /// The worker is stopping.
+    Stop,
+    /// The jobs claimed ahead waited too long for a slot.
+    HandBack,
+    /// No slot freed within the claim batch window.
+    SlotsBusy,
+}
+
+/// Starts the run of a claimed job on the slot `permit` holds.
+fn start(
+    shared: &Arc<Shared>,
+    executors: &TaskTracker,
+    run: ClaimedRun,
+    permit: OwnedSemaphorePermit,
+) {
+    let ClaimedRun {
+        job,
+        lease_lost,
+        claimed_at,
+    } = run;
+    // Picked up when it starts: a job claimed ahead waited for its slot too.
+    shared
+        .metrics
+        .job_picked_up(&job.kind, &job.queue, job.waited() + claimed_at.elapsed());
+    executors.spawn(execute(Arc::clone(shared), job, lease_lost, permit));
+}
+
+/// Hands back the jobs claimed ahead that still wait for a slot, in one statement on the
+/// producer's connection `held`: each is ready again with its attempt given back and its place in
+/// the claim order kept. On a stop at once nothing is written: their leases bring them back.
+///
+/// When the statement fails (the database unreachable), the jobs wait for a slot again, still
+/// renewed by the heartbeat, and the hand-back is tried again [`LONGEST_WAIT`] later; should
+/// the worker stop meanwhile, they come back when their leases expire.
+///
+/// [`LONGEST_WAIT`]: super::read_ahead::LONGEST_WAIT
+async fn hand_back(shared: &Shared, read_ahead: &mut ReadAhead, held: &mut HeldConnection) {
+    if read_ahead.is_empty() || *shared.abandoned.borrow() {
+        return;
+    }
+    let (lost, runs): (Vec<ClaimedRun>, Vec<ClaimedRun>) = read_ahead
+        .take_all()
+        .into_iter()
+        .partition(|run| *run.lease_lost.borrow());
+    for run in lost {
+        // Another worker or a rescue has the job.
+        shared.running.remove(run.job.id, run.job.lease_token);
+    }
+    if runs.is_empty() {
+        return;
+    }
+    let outcomes: Vec<Outcome> = runs
+        .iter()
+        .map(|run| Outcome::unstarted(run.job.id, run.job.lease_token))
+        .collect();
+    let written = match held.take_or_acquire(&shared.pool).await {
+        Ok(connection) => store::record_outcomes(&mut **connection, &outcomes).await,
+        Err(error) => Err(error),
+    };
+    match written {
+        Ok(_) => {
+            // Written, or taken by another worker or a rescue: either way no longer this
+            // worker's.
+            for run in runs {
+                shared.running.remove(run.job.id, run.job.lease_token);
+            }
+        }
+        Err(error) => {
+            held.drop_connection();
+            tracing::warn!(
+                %error,
+                jobs = runs.len(),
+                "could not hand back the jobs claimed ahead; they wait for a slot and are handed back later, or come back when their leases expire if the worker stops"
+            );
+            read_ahead.put_back(runs);
         }
     }
 }
