@@ -37,6 +37,7 @@ async fn a_claim_relaxes_the_commit_of_its_own_transaction_only() {
         .bind(&KINDS[..])
         .bind(10_i64)
         .bind(vec![30.0_f64])
+        .bind(10_i64)
         .fetch_all(&mut *tx)
         .await
         .unwrap();

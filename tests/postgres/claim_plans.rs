@@ -100,6 +100,7 @@ fn literals_of_claim_of_16(kinds: &[&str]) -> Vec<String> {
         format!("ARRAY[{}]", kinds.join(", ")),
         "16".to_string(),
         format!("ARRAY[{}]::float8[]", leases.join(", ")),
+        "16".to_string(),
     ]
 }
 
@@ -353,7 +354,8 @@ async fn claims_keep_one_plan_per_connection() {
                         .bind("default")
                         .bind(kinds)
                         .bind(limit)
-                        .bind(leases);
+                        .bind(leases)
+                        .bind(limit);
                     if name.ends_with("_AFTER") {
                         let (priority, run_at, id) = before_every_job;
                         query.bind(priority).bind(run_at).bind(id)
@@ -688,6 +690,7 @@ async fn claims_from_the_last_place_keep_one_plan_per_connection() {
                 .bind(kinds)
                 .bind(16_i64)
                 .bind(leases)
+                .bind(16_i64)
                 .bind(priority)
                 .bind(run_at)
                 .bind(id)

@@ -21,7 +21,8 @@ pub fn explain_analyze(statement: &str) -> String {
 
 /// `explain`, the [`explain`] or [`explain_analyze`] text of a claim from the front
 /// (`CLAIM_JOBS`, `CLAIM_ONE_KIND`), bound as a worker claims up to 16 jobs of `kinds` from
-/// queue `default` with 30 s leases; a claim from the last place binds that place after.
+/// queue `default` for 16 free slots, with 30 s leases; a claim from the last place binds that
+/// place after.
 pub fn claim_of_16<'q>(
     explain: &'q str,
     kinds: &[&'static str],
@@ -31,6 +32,7 @@ pub fn claim_of_16<'q>(
         .bind(kinds.to_vec())
         .bind(16_i64)
         .bind(vec![30.0_f64; kinds.len()])
+        .bind(16_i64)
 }
 
 /// `statement`, `RECORD_OUTCOMES` or its [`explain`] or [`explain_analyze`] text, bound as a

@@ -4,14 +4,16 @@
 
 use std::time::Duration;
 
+use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
+use jobs::WorkerConfig;
+
 use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::{send_receipt, waits_for_release};
-use jobs::WorkerConfig;
 
 /// The slots of the workers below.
 const CONCURRENCY: usize = 2;
 
-/// Short jobs enqueued before the long ones.
+/// Short jobs enqueued before the long ones (and, in some tests, as many after them).
 const SHORT_JOBS: i64 = 400;
 
 /// Long jobs enqueued after the short ones.
@@ -80,97 +82,141 @@ async fn a_backlog_of_short_jobs_is_claimed_ahead_of_the_free_slots() {
     );
 }
 
-/// Enqueues [`SHORT_JOBS`] short jobs, then [`LONG_JOBS`] jobs that run until released, starts
-/// a worker for both, and waits until the first long jobs fill its slots. Returns the worker and
-/// the long jobs' ids.
-async fn long_jobs_behind_a_short_backlog(
-    db: &Db,
-    config: WorkerConfig,
-) -> (jobs::WorkerHandle, Vec<i64>) {
+/// Every job of a backlog, in claim order: `(id, kind, run_at in seconds)`, read before any
+/// worker starts.
+type Backlog = Vec<(i64, String, f64)>;
+
+/// Enqueues [`SHORT_JOBS`] short jobs, then [`LONG_JOBS`] jobs that run until released, then
+/// `short_after` short jobs.
+async fn enqueue_backlog(db: &Db, short_after: i64) -> Backlog {
     db.create_releases().await;
-    let args = (0..SHORT_JOBS).map(|order_id| send_receipt::Args { order_id });
-    send_receipt::enqueue_many(&db.pool, args).await.unwrap();
-    let mut long = Vec::new();
+    let before = (0..SHORT_JOBS).map(|order_id| send_receipt::Args { order_id });
+    send_receipt::enqueue_many(&db.pool, before).await.unwrap();
     for _ in 0..LONG_JOBS {
-        long.push(waits_for_release::enqueue(&db.pool).await.unwrap().id());
+        waits_for_release::enqueue(&db.pool).await.unwrap();
     }
-    let worker = start_worker(&db.pool, &["send_receipt", "waits_for_release"], config);
+    let after =
+        (SHORT_JOBS..SHORT_JOBS + short_after).map(|order_id| send_receipt::Args { order_id });
+    send_receipt::enqueue_many(&db.pool, after).await.unwrap();
+    db.rows(
+        "SELECT id, kind, extract(epoch FROM run_at)::float8 FROM jobs_queue
+         ORDER BY priority DESC, run_at, id",
+    )
+    .await
+}
+
+/// Waits until the short jobs before the long ones are done and nothing runs but the long jobs
+/// in the slots: the jobs claimed ahead behind them were handed back. Returns the ids of the
+/// jobs handed back (ready, and claimed before); none when the claims happened to end with the
+/// long jobs that took the slots.
+async fn handed_back_behind_long_jobs(db: &Db) -> Vec<i64> {
     db.wait_for_count(
-        "the short jobs done",
+        "the short jobs before the long ones done",
         "SELECT count(*) FROM jobs_queue WHERE kind = 'send_receipt' AND state = 'done'",
         SHORT_JOBS,
     )
     .await;
-    (worker, long)
+    db.wait_for_count(
+        "nothing running but the long jobs in the slots",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'running'",
+        i64::try_from(CONCURRENCY).unwrap(),
+    )
+    .await;
+    db.column(
+        "SELECT id FROM jobs_queue WHERE state = 'ready' AND attempted_at IS NOT NULL ORDER BY id",
+    )
+    .await
 }
 
-/// The long jobs' `(state, attempts, run_at unchanged, ever claimed)`, in id order.
-async fn long_jobs(db: &Db, run_ats: &[(i64, f64)]) -> Vec<(String, i32, bool, bool)> {
-    let rows: Vec<(i64, String, i32, f64, bool)> = db
-        .rows(
-            "SELECT id, state, attempts, extract(epoch FROM run_at)::float8,
-                    attempted_at IS NOT NULL
-             FROM jobs_queue WHERE kind = 'waits_for_release' ORDER BY id",
-        )
-        .await;
-    rows.into_iter()
-        .zip(run_ats)
-        .map(
-            |((id, state, attempts, run_at, claimed), (enqueued_id, enqueued_at))| {
-                assert_eq!(id, *enqueued_id);
-                (state, attempts, run_at == *enqueued_at, claimed)
-            },
-        )
-        .collect()
+/// Lets every long job of `backlog` finish.
+async fn release_long_jobs(db: &Db, backlog: &Backlog) {
+    for (id, kind, _) in backlog {
+        if kind == "waits_for_release" {
+            db.release(*id).await;
+        }
+    }
 }
 
 /// The jobs claimed ahead behind jobs that turned out long are handed back once they have
 /// waited a moment: ready again, their attempt given back, in their place in the claim order.
+/// The worker's next claim starts at the front: the jobs handed back are claimed before any
+/// job after them, though the claims had ended past them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_claimed_ahead_behind_long_jobs_go_back_in_their_place() {
-    let db = Db::new().await;
-    let (worker, long) = long_jobs_behind_a_short_backlog(&db, draining_config()).await;
-    let run_ats: Vec<(i64, f64)> = db
-        .rows(
-            "SELECT id, extract(epoch FROM run_at)::float8 FROM jobs_queue
-             WHERE kind = 'waits_for_release' ORDER BY id",
+async fn jobs_claimed_ahead_behind_long_jobs_go_back_in_their_place_and_first() {
+    // The claims may end right after the long jobs that take the slots (one chance in a
+    // claim's length): then nothing was claimed behind them, and the test starts again.
+    for _ in 0..3 {
+        let db = Db::new().await;
+        let backlog = enqueue_backlog(&db, SHORT_JOBS).await;
+        let worker = start_worker(
+            &db.pool,
+            &["send_receipt", "waits_for_release"],
+            draining_config(),
+        );
+        let handed_back = handed_back_behind_long_jobs(&db).await;
+        if handed_back.is_empty() {
+            println!("nothing was claimed behind the long jobs in the slots; again");
+            release_long_jobs(&db, &backlog).await;
+            worker.shutdown().await.unwrap();
+            continue;
+        }
+        println!("{} jobs handed back", handed_back.len());
+        let rows: Vec<(i64, String, i32, f64)> = sqlx::query_as(
+            "SELECT id, state, attempts, extract(epoch FROM run_at)::float8 FROM jobs_queue
+             WHERE id = ANY($1) ORDER BY id",
+        )
+        .bind(&handed_back)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        for (id, state, attempts, run_at) in rows {
+            let enqueued = backlog.iter().find(|job| job.0 == id).unwrap();
+            assert_eq!(
+                (state.as_str(), attempts),
+                ("ready", 0),
+                "job {id}: the attempt is given back"
+            );
+            assert_eq!(run_at, enqueued.2, "job {id} keeps its place");
+        }
+        release_long_jobs(&db, &backlog).await;
+        let jobs = i64::try_from(backlog.len()).unwrap();
+        db.wait_for_count(
+            "every job done",
+            "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+            jobs,
         )
         .await;
-    let waiting = i64::try_from(long.len() - CONCURRENCY).unwrap();
-    db.wait_for_count(
-        "the long jobs without a slot back in the queue",
-        "SELECT count(*) FROM jobs_queue WHERE kind = 'waits_for_release' AND state = 'ready'",
-        waiting,
-    )
-    .await;
-    let rows = long_jobs(&db, &run_ats).await;
-    let running = rows.iter().filter(|row| row.0 == "running").count();
-    assert_eq!(running, CONCURRENCY, "{rows:?}");
-    let handed_back: Vec<_> = rows.iter().filter(|row| row.0 == "ready").collect();
-    assert!(
-        handed_back.iter().any(|row| row.3),
-        "some long jobs were claimed ahead: {rows:?}"
-    );
-    for row in handed_back {
-        assert_eq!(row.1, 0, "the attempt is given back: {rows:?}");
-        assert!(row.2, "the job keeps its run_at: {rows:?}");
+        worker.shutdown().await.unwrap();
+        assert_eq!(
+            db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
+                .await,
+            0,
+            "every job ran once"
+        );
+        // In claim order, each job not handed back was claimed no earlier than every job handed
+        // back before it.
+        let claims: Vec<(i64, f64)> = db
+            .rows(
+                "SELECT id, extract(epoch FROM attempted_at)::float8 FROM jobs_queue
+                 ORDER BY priority DESC, run_at, id",
+            )
+            .await;
+        let mut latest_handed_back: Option<(i64, f64)> = None;
+        for (id, claimed_at) in claims {
+            if handed_back.contains(&id) {
+                if latest_handed_back.is_none_or(|(_, at)| claimed_at > at) {
+                    latest_handed_back = Some((id, claimed_at));
+                }
+            } else if let Some((before, at)) = latest_handed_back {
+                assert!(
+                    claimed_at >= at,
+                    "job {id} was claimed before job {before}, handed back ahead of it in the claim order"
+                );
+            }
+        }
+        return;
     }
-    for id in &long {
-        db.release(*id).await;
-    }
-    db.wait_for_count(
-        "every long job done",
-        "SELECT count(*) FROM jobs_queue WHERE kind = 'waits_for_release' AND state = 'done'",
-        LONG_JOBS,
-    )
-    .await;
-    assert_eq!(
-        db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
-            .await,
-        0,
-        "every job ran once"
-    );
-    worker.shutdown().await.unwrap();
+    panic!("nothing was ever claimed behind the long jobs");
 }
 
 /// A graceful shutdown leaves no job claimed ahead `running`: each is handed back with its
@@ -178,18 +224,25 @@ async fn jobs_claimed_ahead_behind_long_jobs_go_back_in_their_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_shutdown_hands_back_the_jobs_claimed_ahead() {
     let db = Db::new().await;
+    enqueue_backlog(&db, 0).await;
     // The long jobs running when the grace period ends are interrupted and handed back too.
     let config = WorkerConfig {
         shutdown_grace: Duration::from_millis(300),
         ..draining_config()
     };
-    let (worker, _long) = long_jobs_behind_a_short_backlog(&db, config).await;
+    let worker = start_worker(&db.pool, &["send_receipt", "waits_for_release"], config);
     db.wait_for_count(
         "the long jobs to fill the slots",
         "SELECT count(*) FROM runs",
         i64::try_from(CONCURRENCY).unwrap(),
     )
     .await;
+    // The shutdown usually comes before the jobs claimed ahead have waited long enough to be
+    // handed back on their own: then it hands them back itself.
+    let waiting = db
+        .count("SELECT count(*) FROM jobs_queue WHERE kind = 'waits_for_release' AND state = 'running'")
+        .await;
+    println!("{waiting} long jobs running or claimed ahead when the shutdown began");
     worker.shutdown().await.unwrap();
     let rows: Vec<(String, i32)> = db
         .rows("SELECT state, attempts FROM jobs_queue WHERE kind = 'waits_for_release' ORDER BY id")
@@ -199,4 +252,140 @@ async fn a_graceful_shutdown_hands_back_the_jobs_claimed_ahead() {
             .all(|(state, attempts)| state == "ready" && *attempts == 0),
         "every long job handed back, its attempt given back: {rows:?}"
     );
+}
+
+/// Makes the database refuse, while table `outage` has a row, to hand back jobs claimed ahead
+/// (from running to ready with the attempt given back) with an error of reach (too many
+/// connections), counting the refusals in sequence `refusals`.
+async fn refuse_hand_backs(db: &Db) {
+    for statement in [
+        "CREATE TABLE outage ()",
+        "INSERT INTO outage DEFAULT VALUES",
+        "CREATE SEQUENCE refusals",
+        "CREATE FUNCTION refuse_hand_back() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF EXISTS (SELECT FROM outage) THEN
+                 PERFORM nextval('refusals');
+                 RAISE EXCEPTION 'simulated outage' USING ERRCODE = '53300';
+             END IF;
+             RETURN NEW;
+         END $$",
+        "CREATE TRIGGER refuse_hand_back BEFORE UPDATE ON jobs_queue FOR EACH ROW
+         WHEN (OLD.state = 'running' AND NEW.state = 'ready' AND NEW.attempts < OLD.attempts)
+         EXECUTE FUNCTION refuse_hand_back()",
+    ] {
+        db.execute(statement).await;
+    }
+}
+
+/// How many hand-backs the database refused.
+const REFUSALS: &str = "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM refusals";
+
+/// A hand-back the database cannot take is tried again, as an outcome is, while the leases
+/// hold; a graceful shutdown waits for it instead of leaving the jobs `running` until their
+/// leases expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_hand_back_is_retried_and_a_shutdown_waits_for_it() {
+    for _ in 0..3 {
+        let db = Db::new().await;
+        refuse_hand_backs(&db).await;
+        enqueue_backlog(&db, 0).await;
+        let config = WorkerConfig {
+            shutdown_grace: Duration::from_millis(300),
+            max_reconnect_delay: Duration::from_millis(100),
+            ..draining_config()
+        };
+        let worker = start_worker(&db.pool, &["send_receipt", "waits_for_release"], config);
+        db.wait_for_count(
+            "the short jobs done",
+            "SELECT count(*) FROM jobs_queue WHERE kind = 'send_receipt' AND state = 'done'",
+            SHORT_JOBS,
+        )
+        .await;
+        let running = db
+            .count("SELECT count(*) FROM jobs_queue WHERE state = 'running'")
+            .await;
+        if running == i64::try_from(CONCURRENCY).unwrap() {
+            println!("nothing was claimed behind the long jobs in the slots; again");
+            db.execute("DELETE FROM outage").await;
+            db.execute("INSERT INTO releases SELECT id FROM jobs_queue")
+                .await;
+            worker.shutdown().await.unwrap();
+            continue;
+        }
+        db.wait_for_count_at_least("a hand-back refused, then tried again", REFUSALS, 2)
+            .await;
+        let shutdown = tokio::spawn(worker.shutdown());
+        // The long jobs in the slots are interrupted when the grace period ends, and their
+        // hand-back is refused too.
+        db.wait_for_count_at_least(
+            "the hand-backs of the shutdown refused",
+            REFUSALS,
+            db.count(REFUSALS).await + 4,
+        )
+        .await;
+        assert!(
+            !shutdown.is_finished(),
+            "the shutdown waits for the hand-backs"
+        );
+        db.execute("DELETE FROM outage").await;
+        tokio::time::timeout(Duration::from_secs(20), shutdown)
+            .await
+            .expect("the shutdown ends")
+            .unwrap()
+            .expect("the worker stops");
+        let rows: Vec<(String, i32)> = db
+            .rows("SELECT state, attempts FROM jobs_queue WHERE kind = 'waits_for_release' ORDER BY id")
+            .await;
+        assert!(
+            rows.iter()
+                .all(|(state, attempts)| state == "ready" && *attempts == 0),
+            "every long job handed back, its attempt given back: {rows:?}"
+        );
+        assert_eq!(
+            db.count("SELECT count(*) FROM runs").await,
+            i64::try_from(CONCURRENCY).unwrap(),
+            "only the long jobs in the slots ran"
+        );
+        return;
+    }
+    panic!("nothing was ever claimed behind the long jobs");
+}
+
+/// A claim takes the jobs for the free slots whatever their attempts, but the jobs it claims
+/// ahead of them stop before the first job on its last attempt: a crash while it waited would
+/// make it dead without running. The next claim takes that job first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_ahead_stop_before_a_job_on_its_last_attempt() {
+    for kinds in [&["send_receipt"][..], &["send_receipt", "record_run"][..]] {
+        let db = Db::new().await;
+        let args = (0..10).map(|order_id| send_receipt::Args { order_id });
+        send_receipt::enqueue_many(&db.pool, args).await.unwrap();
+        let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+        sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
+            .bind(ids[5])
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let leases = vec![Duration::from_secs(30); kinds.len()];
+        let claim = |free, ahead, after| {
+            let (pool, leases) = (&db.pool, &leases);
+            async move {
+                let count = ClaimCount { free, ahead };
+                claim_ahead(pool, "default", kinds, leases, count, after)
+                    .await
+                    .unwrap()
+            }
+        };
+        let ids_of = |jobs: Vec<ClaimedJob>| jobs.iter().map(|job| job.id).collect::<Vec<i64>>();
+        let first = claim(1, 0, None).await;
+        let after = first.first().map(ClaimedJob::place);
+        assert_eq!(ids_of(first), ids[..1], "{kinds:?}");
+        // Two for the free slots, two ahead, and not the sixth job.
+        let resumed = claim(2, 8, after).await;
+        assert_eq!(ids_of(resumed), ids[1..5], "{kinds:?}");
+        // From the front: the sixth job for the free slot, then the rest ahead.
+        let front = claim(1, 8, None).await;
+        assert_eq!(ids_of(front), ids[5..], "{kinds:?}");
+    }
 }

@@ -21,7 +21,7 @@ macro_rules! queue_not_paused {
     };
 }
 
-/// The id of a due job of kind `$kind` (an SQL expression) and of a higher priority than `$5`
+/// The id of a due job of kind `$kind` (an SQL expression) and of a higher priority than `$6`
 /// that is ready in queue `$1`, or null when there is none: the first such job in the ready
 /// index's order. Read in that order, the probe is one descent of the index in every plan,
 /// where an `EXISTS` could be planned without the parameters' values as a walk of the table
@@ -33,7 +33,7 @@ macro_rules! first_higher_priority_job {
           WHERE higher.state = 'ready' AND higher.queue = $1 AND higher.kind = ",
             $kind,
             "
-            AND higher.priority > (SELECT $5::smallint) AND higher.run_at <= now()
+            AND higher.priority > (SELECT $6::smallint) AND higher.run_at <= now()
           ORDER BY higher.priority DESC, higher.run_at, higher.id
           LIMIT 1)"
         )
@@ -82,10 +82,37 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
     };
 }
 
+/// The jobs a claim takes among `candidates` (its jobs locked, in claim order): the first
+/// `$free` (an SQL parameter: the worker's free slots), then, for the jobs claimed ahead of the
+/// free slots, those after them up to the first job with no attempt to spare (`spare` false).
+/// A job claimed ahead waits in the worker before it runs, and a crash meanwhile spends its
+/// attempt: on its last attempt that would make it dead without ever running. The claim takes a
+/// prefix of the order, so the next claim, starting where this one ended, skips no job; the
+/// job it stopped at stays locked until the claim commits.
+macro_rules! claimed_prefix {
+    ($free:literal) => {
+        concat!(
+            "
+claimable AS (
+    SELECT id FROM (
+        SELECT id, bool_and(spare OR place <= (SELECT ",
+            $free,
+            "::bigint)) OVER (ORDER BY place) AS taken
+        FROM (
+            SELECT id, spare, row_number() OVER (ORDER BY priority DESC, run_at, id) AS place
+            FROM candidates
+        ) AS ordered
+    ) AS prefix
+    WHERE taken
+)"
+        )
+    };
+}
+
 /// A claim of ready jobs of kinds `$2` from queue `$1`, up to `$3`, by priority (higher first),
 /// then `run_at`, then id, with `$where` narrowing each kind's scan and `$guard` deciding once
 /// whether to scan at all; each job is leased for the seconds that `$4` gives its kind (`$4`
-/// pairs with `$2`).
+/// pairs with `$2`); beyond the first `$free` jobs, only those [`claimed_prefix!`] lets through.
 ///
 /// Each kind is scanned apart, through the ready index's `(queue, kind, ...)` prefix, for its
 /// first `$3` unlocked jobs in claim order, and the first `$3` of all those are claimed: jobs of
@@ -103,14 +130,14 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// token, and any later durable commit flushes the claim with it. Outcomes, enqueues and the
 /// claims of kinds with a running limit (whose count must survive a crash) keep waiting.
 macro_rules! claim_jobs {
-    ($where:expr, $guard:expr) => {
+    ($where:expr, $guard:expr, $free:literal) => {
         concat!(
             "
-WITH claimable AS (
-    SELECT candidate.id
+WITH candidates AS (
+    SELECT candidate.id, candidate.priority, candidate.run_at, candidate.spare
     FROM unnest((SELECT $2::text[])) AS claimed(kind)
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM jobs_queue
+        SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
         WHERE state = 'ready' AND queue = $1 AND kind = claimed.kind AND run_at <= now()
           AND ",
             queue_not_paused!("$1"),
@@ -126,7 +153,9 @@ WITH claimable AS (
             "
     ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
     LIMIT (SELECT $3::bigint)
-)
+),",
+            claimed_prefix!($free),
+            "
 ",
             claimed_jobs!("($4::float8[])[array_position($2::text[], j.kind)]")
         )
@@ -137,25 +166,27 @@ WITH claimable AS (
 /// order: by priority (higher first), then `run_at`, then id; each is leased for the seconds
 /// that `$4` gives its kind (`$4` pairs with `$2`). Returns each job with its place in the order
 /// (`priority`, `run_at`, `id`) and the seconds it had been due when claimed (`waited_secs`).
-/// Claims nothing while queue `$1` is paused (every claim below shares that check).
-pub const CLAIM_JOBS: &str = claim_jobs!("", "");
+/// Claims nothing while queue `$1` is paused (every claim below shares that check). Of the jobs
+/// beyond the first `$5` (the free slots; the rest are claimed ahead of them), it takes those
+/// before the first on its last attempt ([`claimed_prefix!`]).
+pub const CLAIM_JOBS: &str = claim_jobs!("", "", "$5");
 
-/// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$5` after the place `($6, $7)`
+/// Claims as [`CLAIM_JOBS`] does, but only jobs of priority `$6` after the place `($7, $8)`
 /// (`run_at`, id) in the claim order: where the previous claim of this queue ended; and nothing
-/// at all when a due job of a higher priority than `$5` is ready (of kinds `$2` in queue `$1`),
-/// so that the caller claims from the front instead.
+/// at all when a due job of a higher priority than `$6` is ready (of kinds `$2` in queue `$1`),
+/// so that the caller claims from the front instead. `$5` is as in [`CLAIM_JOBS`].
 ///
 /// The scan starts at that place in the ready index instead of its front. The front is where
 /// the index entries of jobs claimed since the last vacuum pile up; while a long transaction
 /// elsewhere holds the xmin horizon back, they cannot even be marked dead, and a claim from the
 /// front would walk through all of them every time. The check for a higher priority reads, for
-/// each kind, the index entries before priority `$5`: one descent when there are none, and
+/// each kind, the index entries before priority `$6`: one descent when there are none, and
 /// otherwise, up to the first one that is ready and due, the entries of that kind's
 /// higher-priority jobs claimed since the last vacuum or not due yet (`run_at` cannot narrow a
 /// range that starts on `priority`).
 pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
-    "\n          AND priority = (SELECT $5::smallint)
-          AND (run_at, id) > ((SELECT $6::timestamptz), (SELECT $7::bigint))",
+    "\n          AND priority = (SELECT $6::smallint)
+          AND (run_at, id) > ((SELECT $7::timestamptz), (SELECT $8::bigint))",
     concat!(
         "
     WHERE NOT EXISTS (
@@ -163,7 +194,8 @@ pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
         WHERE ",
         first_higher_priority_job!("other.kind"),
         " IS NOT NULL)"
-    )
+    ),
+    "$5"
 );
 
 /// A claim of ready jobs of the one kind `$2[1]` from queue `$1`, with the parameters and rows
@@ -172,11 +204,11 @@ pub const CLAIM_JOBS_AFTER: &str = claim_jobs!(
 /// the time (a worker of one kind claims after each job when idle, so this is most of its
 /// pickup latency).
 macro_rules! claim_one_kind {
-    ($where:expr) => {
+    ($where:expr, $free:literal) => {
         concat!(
             "
-WITH claimable AS (
-    SELECT id FROM jobs_queue
+WITH candidates AS (
+    SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
     WHERE state = 'ready' AND queue = $1 AND kind = ($2::text[])[1] AND run_at <= now()
       AND ",
             queue_not_paused!("$1"),
@@ -187,7 +219,9 @@ WITH claimable AS (
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT $3::bigint)
     FOR UPDATE SKIP LOCKED
-)
+),",
+            claimed_prefix!($free),
+            "
 ",
             claimed_jobs!("($4::float8[])[1]")
         )
@@ -195,18 +229,21 @@ WITH claimable AS (
 }
 
 /// [`CLAIM_JOBS`] for a worker that claims one kind: `$2` and `$4` hold one element each.
-pub const CLAIM_ONE_KIND: &str = claim_one_kind!("");
+pub const CLAIM_ONE_KIND: &str = claim_one_kind!("", "$5");
 
 /// [`CLAIM_JOBS_AFTER`] for a worker that claims one kind: `$2` and `$4` hold one element each.
 /// The check for a ready job of a higher priority is one index probe, evaluated once.
-pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(concat!(
-    "
-      AND priority = (SELECT $5::smallint)
-      AND (run_at, id) > ((SELECT $6::timestamptz), (SELECT $7::bigint))
+pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(
+    concat!(
+        "
+      AND priority = (SELECT $6::smallint)
+      AND (run_at, id) > ((SELECT $7::timestamptz), (SELECT $8::bigint))
       AND ",
-    first_higher_priority_job!("($2::text[])[1]"),
-    " IS NULL"
-));
+        first_higher_priority_job!("($2::text[])[1]"),
+        " IS NULL"
+    ),
+    "$5"
+);
 
 /// The key in column `$column` (`fair_key`, `limit_key`) that follows `$after` (an SQL
 /// expression) in the ring of the keys with a due job (by the time `$now`) of kind `$kind` ready
@@ -781,6 +818,35 @@ pub async fn claim(
     limit: usize,
     after: Option<ClaimPlace>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let count = ClaimCount {
+        free: limit,
+        ahead: 0,
+    };
+    claim_ahead(executor, queue, kinds, leases, count, after).await
+}
+
+/// How many jobs a claim takes: for the worker's free slots, and ahead of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimCount {
+    /// Jobs for the free slots, to start at once.
+    pub free: usize,
+    /// Jobs beyond them, to wait in the worker for a slot.
+    pub ahead: usize,
+}
+
+/// Claims as [`claim`] does, `count.free` jobs and up to `count.ahead` more, in claim order: the
+/// jobs claimed ahead stop before the first job on its last attempt (a crash while it waited
+/// for a slot would make it dead without running), which the next claim takes first. Returns
+/// the jobs in claim order, the first `count.free` to start now.
+pub async fn claim_ahead(
+    executor: impl sqlx::PgExecutor<'_>,
+    queue: &str,
+    kinds: &[&str],
+    leases: &[Duration],
+    count: ClaimCount,
+    after: Option<ClaimPlace>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let limit = count.free.saturating_add(count.ahead);
     let lease_secs: Vec<f64> = leases.iter().map(Duration::as_secs_f64).collect();
     let query = match (after, kinds.len()) {
         (None, 1) => sqlx::query_as(CLAIM_ONE_KIND),
@@ -792,11 +858,15 @@ pub async fn claim(
         .bind(queue)
         .bind(kinds)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(lease_secs);
+        .bind(lease_secs)
+        .bind(i64::try_from(count.free).unwrap_or(i64::MAX));
     if let Some(place) = after {
         query = query.bind(place.priority).bind(place.run_at).bind(place.id);
     }
-    query.fetch_all(executor).await
+    let mut jobs: Vec<ClaimedJob> = query.fetch_all(executor).await?;
+    // An UPDATE returns its rows in the order it reached them, not the claim's.
+    jobs.sort_unstable_by_key(ClaimedJob::place);
+    Ok(jobs)
 }
 
 /// What a claim of a limited kind took, and when its rate limit lets the next job start.

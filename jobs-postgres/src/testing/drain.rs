@@ -168,7 +168,8 @@ impl Drain {
                 });
             }
             let claimed_at = Instant::now();
-            let claimed = store::claim(&self.pool, queue, &self.kinds, &leases, 1, None).await?;
+            let claimed =
+                store::claims::claim(&self.pool, queue, &self.kinds, &leases, 1, None).await?;
             if claimed.is_empty() {
                 // The due jobs are locked by another session (a worker claiming them): not the
                 // drain's to run.

@@ -86,10 +86,13 @@ pub async fn write(shared: &Shared, batch: Vec<Outcome>) {
 /// [`write`], on the connection `held` (taken from the pool when there is none, and dropped
 /// after an error).
 async fn write_on(shared: &Shared, batch: Vec<Outcome>, held: &mut HeldConnection) {
-    let frees_running_limit = batch.iter().any(|outcome| {
-        shared
-            .running
-            .frees_running_limit(outcome.id, outcome.lease_token)
+    // Producers wait for the writes that free room under a running limit, and for those that
+    // hand jobs claimed ahead back (see `producer`).
+    let awaited = batch.iter().any(|outcome| {
+        outcome.unstarted
+            || shared
+                .running
+                .frees_running_limit(outcome.id, outcome.lease_token)
     });
     // The writes run one after another; the lock only lends the connection to each of them.
     let connection = tokio::sync::Mutex::new(std::mem::take(held));
@@ -114,7 +117,7 @@ async fn write_on(shared: &Shared, batch: Vec<Outcome>, held: &mut HeldConnectio
         metrics::outcome_dropped(DropReason::Refused);
         shared.running.remove(outcome.id, outcome.lease_token);
     }
-    if frees_running_limit {
+    if awaited {
         shared.outcomes_written.send_modify(|writes| *writes += 1);
     }
 }

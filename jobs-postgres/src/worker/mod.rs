@@ -238,9 +238,10 @@ pub(crate) struct Shared {
     pub(crate) stopped: watch::Sender<bool>,
     /// Turns `true` on a stop at once: drop running jobs where they stand, write nothing more.
     pub(crate) abandoned: watch::Receiver<bool>,
-    /// Counts the writes of outcomes of kinds with a running limit: a producer whose claim met
-    /// its kind's limit waits for it to change, since such a written outcome may have freed
-    /// room under the limit.
+    /// Counts the writes of outcomes of kinds with a running limit, and of jobs claimed ahead
+    /// handed back: a producer whose claim met its kind's limit waits for it to change, since
+    /// such a written outcome may have freed room under the limit; a producer that handed jobs
+    /// back waits for them to be ready again before it claims.
     pub(crate) outcomes_written: watch::Sender<u64>,
 }
 

@@ -6,16 +6,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use jobs_core::JobId;
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
+use uuid::Uuid;
 
+use super::completer;
 use super::executor::execute;
 use super::held_connection::HeldConnection;
 use super::read_ahead::{self, ClaimedRun, ReadAhead};
+use super::running::Renewal;
 use super::watcher::{Idle, QueueWatch};
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
-use crate::store::{self, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim, Outcome};
+use crate::store::{
+    self, ClaimCount, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim, Outcome,
+};
 use jobs_core::RateLimit;
 
 /// What a producer needs to know about the jobs it claims.
@@ -82,7 +88,8 @@ pub enum Claim {
 }
 
 impl Claim {
-    /// Claims up to `wanted` jobs, from the front of the claim order or `from` a place in it
+    /// Claims up to `count` jobs (only a queue's claims take jobs ahead of the free slots; the
+    /// others take as many in all), from the front of the claim order or `from` a place in it
     /// (a limited kind's claims always start at the front); the claims of a fair kind or a kind
     /// with a per-key limit go on after the key `round` ended at, and move it. Claims run on
     /// the connection `held`, taken from the pool when there is none, and dropped on an error
@@ -91,13 +98,14 @@ impl Claim {
     async fn claim(
         &self,
         shared: &Shared,
-        wanted: usize,
+        count: ClaimCount,
         from: Option<ClaimPlace>,
         round: &mut KeyRound,
         held: &mut HeldConnection,
     ) -> Result<(LimitedClaim, Instant), sqlx::Error> {
         let connection = &mut **held.take_or_acquire(&shared.pool).await?;
         let sent_at = Instant::now();
+        let wanted = count.free + count.ahead;
         let claimed = match self {
             Claim::Fair { kind, queue, lease } => {
                 store::claim_fair(connection, queue, kind, *lease, wanted, &mut round.cursor)
@@ -121,7 +129,7 @@ impl Claim {
                 queue,
                 kinds,
                 leases,
-            } => store::claim(connection, queue, kinds, leases, wanted, from)
+            } => store::claim_ahead(connection, queue, kinds, leases, count, from)
                 .await
                 .map(|jobs| LimitedClaim {
                     jobs,
@@ -187,6 +195,11 @@ impl ClaimPosition {
             return None;
         }
         self.last
+    }
+
+    /// Makes the next claim start at the front: jobs were handed back there, in their places.
+    fn rewind(&mut self) {
+        self.last = None;
     }
 
     /// Notes what a claim took, and whether it started at the front.
@@ -280,12 +293,15 @@ pub async fn produce(
         let first = match woken {
             Woken::Slot(permit) => permit,
             Woken::Stop => {
-                hand_back(&shared, &mut read_ahead, &mut held).await;
+                hand_back(&shared, &mut read_ahead).await;
                 return;
             }
             Woken::HandBack => {
                 ahead = 0;
-                hand_back(&shared, &mut read_ahead, &mut held).await;
+                let runs = hand_back(&shared, &mut read_ahead).await;
+                handed_back(&shared, &runs, &mut outcomes_written, &mut stop).await;
+                // The jobs are back in their places, before where the claims ended.
+                position.rewind();
                 continue;
             }
             Woken::SlotsBusy => {
@@ -321,14 +337,15 @@ pub async fn produce(
         // A stop at once frees the slots of executors waiting on a full outcome queue before
         // this task hears of the stop: claim nothing once either is under way.
         if *shared.abandoned.borrow() || *stop.borrow() {
-            hand_back(&shared, &mut read_ahead, &mut held).await;
+            hand_back(&shared, &mut read_ahead).await;
             return;
         }
         // The jobs claimed ahead start first, in the order they were claimed.
         while !permits.is_empty() {
             let Some(run) = read_ahead.pop() else { break };
-            if *run.lease_lost.borrow() {
-                // The heartbeat found its lease lost: another worker or a rescue has the job.
+            if !shared.running.may_hold(run.job.id, run.job.lease_token) {
+                // The heartbeat found its lease lost, or could not renew it in time: another
+                // worker or a rescue may have the job.
                 shared.running.remove(run.job.id, run.job.lease_token);
                 continue;
             }
@@ -342,6 +359,10 @@ pub async fn produce(
         let wanted = permits.len();
         // Under a backlog of short jobs, the claim also takes jobs for the next rounds of slots.
         let asked = if busy { wanted + ahead } else { wanted };
+        let mut count = ClaimCount {
+            free: wanted,
+            ahead: asked - wanted,
+        };
         let mut first_returned_at = None;
         let mut claimed = 0;
         let mut failure = None;
@@ -355,7 +376,7 @@ pub async fn produce(
         loop {
             match plan
                 .claim
-                .claim(&shared, asked - claimed, from, &mut round, &mut held)
+                .claim(&shared, count, from, &mut round, &mut held)
                 .await
             {
                 Ok((
@@ -401,6 +422,11 @@ pub async fn produce(
             if claimed == asked || from.is_none() {
                 break;
             }
+            let free = wanted.saturating_sub(claimed);
+            count = ClaimCount {
+                free,
+                ahead: asked - claimed - free,
+            };
             from = None;
         }
         drop(permits);
@@ -413,14 +439,16 @@ pub async fn produce(
                 _ = stop.wait_for(|stop| *stop) => true,
             };
             if stopping {
-                hand_back(&shared, &mut read_ahead, &mut held).await;
+                hand_back(&shared, &mut read_ahead).await;
                 return;
             }
             continue;
         }
         backoff.reset();
         last_claim = first_returned_at.map(|returned_at| (returned_at, claimed));
-        let drained = claimed < asked;
+        // Out of work when the free slots were not all filled. A claim that took fewer jobs ahead
+        // than asked may have stopped at a job on its last attempt: the next one finds out.
+        let drained = claimed < wanted;
         busy = !drained;
         if !busy {
             // The claims' connection goes back to the pool until claims follow each other again.
@@ -492,54 +520,67 @@ fn start(
     executors.spawn(execute(Arc::clone(shared), job, lease_lost, permit));
 }
 
-/// Hands back the jobs claimed ahead that still wait for a slot, in one statement on the
-/// producer's connection `held`: each is ready again with its attempt given back and its place in
-/// the claim order kept. On a stop at once nothing is written: their leases bring them back.
+/// Hands back the jobs claimed ahead that still wait for a slot: each is ready again with its
+/// attempt given back and its place in the claim order kept. The hand-backs are outcomes, and go
+/// as every outcome does (see [`completer`]): to the completer's queue, or written at once
+/// without one; retried while the leases may still hold, whatever the database refuses written
+/// one job at a time. A job whose hand-back cannot be written comes back when its lease expires.
+/// On a stop at once nothing is written: their leases bring them back.
 ///
-/// When the statement fails (the database unreachable), the jobs wait for a slot again, still
-/// renewed by the heartbeat, and the hand-back is tried again [`LONGEST_WAIT`] later; should
-/// the worker stop meanwhile, they come back when their leases expire.
-///
-/// [`LONGEST_WAIT`]: super::read_ahead::LONGEST_WAIT
-async fn hand_back(shared: &Shared, read_ahead: &mut ReadAhead, held: &mut HeldConnection) {
+/// Returns the runs handed to the completer, `(id, lease token)`, to wait for with
+/// [`handed_back`].
+async fn hand_back(shared: &Shared, read_ahead: &mut ReadAhead) -> Vec<(JobId, Uuid)> {
     if read_ahead.is_empty() || *shared.abandoned.borrow() {
-        return;
+        return Vec::new();
     }
-    let (lost, runs): (Vec<ClaimedRun>, Vec<ClaimedRun>) = read_ahead
-        .take_all()
-        .into_iter()
-        .partition(|run| *run.lease_lost.borrow());
-    for run in lost {
-        // Another worker or a rescue has the job.
-        shared.running.remove(run.job.id, run.job.lease_token);
-    }
-    if runs.is_empty() {
-        return;
-    }
-    let outcomes: Vec<Outcome> = runs
-        .iter()
-        .map(|run| Outcome::unstarted(run.job.id, run.job.lease_token))
-        .collect();
-    let written = match held.take_or_acquire(&shared.pool).await {
-        Ok(connection) => store::record_outcomes(&mut **connection, &outcomes).await,
-        Err(error) => Err(error),
-    };
-    match written {
-        Ok(_) => {
-            // Written, or taken by another worker or a rescue: either way no longer this
-            // worker's.
-            for run in runs {
-                shared.running.remove(run.job.id, run.job.lease_token);
-            }
+    let mut outcomes = Vec::new();
+    for run in read_ahead.take_all() {
+        let (id, token) = (run.job.id, run.job.lease_token);
+        if shared.running.may_hold(id, token) {
+            shared.running.outcome_pending(id, token, false);
+            outcomes.push(Outcome::unstarted(id, token));
+        } else {
+            // Another worker or a rescue may have the job.
+            shared.running.remove(id, token);
         }
-        Err(error) => {
-            held.drop_connection();
-            tracing::warn!(
-                %error,
-                jobs = runs.len(),
-                "could not hand back the jobs claimed ahead; they wait for a slot and are handed back later, or come back when their leases expire if the worker stops"
-            );
-            read_ahead.put_back(runs);
+    }
+    let Some(completer) = &shared.completer else {
+        completer::write(shared, outcomes).await;
+        return Vec::new();
+    };
+    let mut handed = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        let run = (outcome.id, outcome.lease_token);
+        if completer.send(outcome).await.is_err() {
+            // The completer is gone only on a stop at once.
+            break;
+        }
+        handed.push(run);
+    }
+    handed
+}
+
+/// Waits until the completer has written (or dropped) the hand-backs of `runs`, so that the
+/// next claim finds the jobs ready in their places; or until the worker stops.
+async fn handed_back(
+    shared: &Shared,
+    runs: &[(JobId, Uuid)],
+    outcomes_written: &mut watch::Receiver<u64>,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let mut abandoned = shared.abandoned.clone();
+    loop {
+        outcomes_written.borrow_and_update();
+        let pending = runs
+            .iter()
+            .any(|(id, token)| shared.running.state_of(*id, *token) != Renewal::Unknown);
+        if !pending {
+            return;
+        }
+        tokio::select! {
+            _ = outcomes_written.changed() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+            _ = abandoned.wait_for(|abandoned| *abandoned) => return,
         }
     }
 }

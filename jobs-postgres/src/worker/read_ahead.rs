@@ -14,9 +14,11 @@
 //!   priority, or a pause of its queue, waits behind at most the jobs read ahead;
 //! - another worker cannot take it: jobs wait here at most [`LONGEST_WAIT`], and are then handed
 //!   back (the attempt given back, the job's place in the claim order kept), so that a backlog
-//!   whose jobs turned long is not held by one worker;
+//!   whose jobs turned long is not held by one worker; the hand-backs are outcomes, written by
+//!   the completer, and the producer claims again, from the front, once they are written;
 //! - a graceful shutdown hands them back the same way; a crash or a stop at once leaves them
-//!   `running` until their leases expire, like the jobs that were running.
+//!   `running` until their leases expire, like the jobs that were running, their attempt spent.
+//!   So no job on its last attempt is claimed ahead (see `claimed_prefix!` in the store).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -91,15 +93,6 @@ impl ReadAhead {
     /// Every job waiting, to hand back.
     pub fn take_all(&mut self) -> Vec<ClaimedRun> {
         self.runs.drain(..).map(|waiting| waiting.run).collect()
-    }
-
-    /// Keeps `runs` (taken to be handed back, which failed) until a slot frees, in their order,
-    /// to be handed back again [`LONGEST_WAIT`] from now.
-    pub fn put_back(&mut self, runs: Vec<ClaimedRun>) {
-        let hand_back_at = Instant::now() + LONGEST_WAIT;
-        for run in runs.into_iter().rev() {
-            self.runs.push_front(Waiting { run, hand_back_at });
-        }
     }
 }
 
