@@ -298,8 +298,17 @@ pub async fn produce(
             }
             Woken::HandBack => {
                 ahead = 0;
+                // Every slot is busy: the connection goes back to the pool, where the writes
+                // of the hand-backs and of the jobs running may need it.
+                held.drop_connection();
                 let runs = hand_back(&shared, &mut read_ahead).await;
-                handed_back(&shared, &runs, &mut outcomes_written, &mut stop).await;
+                // Bounded: should the completer be slow to write them, the front claims that
+                // come every second find them.
+                let _ = tokio::time::timeout(
+                    read_ahead::LONGEST_WAIT,
+                    handed_back(&shared, &runs, &mut outcomes_written, &mut stop),
+                )
+                .await;
                 // The jobs are back in their places, before where the claims ended.
                 position.rewind();
                 continue;
@@ -419,7 +428,10 @@ pub async fn produce(
                     break;
                 }
             }
-            if claimed == asked || from.is_none() {
+            // The front is looked at again when the free slots are not filled: a claim that took
+            // fewer jobs ahead may have stopped at a job on its last attempt, which a claim with
+            // no free slot would not take either.
+            if claimed >= wanted || from.is_none() {
                 break;
             }
             let free = wanted.saturating_sub(claimed);
@@ -450,6 +462,11 @@ pub async fn produce(
         // than asked may have stopped at a job on its last attempt: the next one finds out.
         let drained = claimed < wanted;
         busy = !drained;
+        if claimed < asked {
+            // The jobs ahead ran out, or stopped at a job on its last attempt: the next claims
+            // take their free slots' jobs until the slots all free within the window again.
+            ahead = 0;
+        }
         if !busy {
             // The claims' connection goes back to the pool until claims follow each other again.
             held.drop_connection();
@@ -543,6 +560,9 @@ async fn hand_back(shared: &Shared, read_ahead: &mut ReadAhead) -> Vec<(JobId, U
             // Another worker or a rescue may have the job.
             shared.running.remove(id, token);
         }
+    }
+    if outcomes.is_empty() {
+        return Vec::new();
     }
     let Some(completer) = &shared.completer else {
         completer::write(shared, outcomes).await;
