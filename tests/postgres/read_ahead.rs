@@ -219,6 +219,18 @@ async fn jobs_claimed_ahead_behind_long_jobs_go_back_in_their_place_and_first() 
     panic!("nothing was ever claimed behind the long jobs");
 }
 
+/// Asserts that every long job is ready again, its attempt given back.
+async fn assert_every_long_job_handed_back(db: &Db) {
+    let rows: Vec<(String, i32)> = db
+        .rows("SELECT state, attempts FROM jobs_queue WHERE kind = 'waits_for_release' ORDER BY id")
+        .await;
+    assert!(
+        rows.iter()
+            .all(|(state, attempts)| state == "ready" && *attempts == 0),
+        "every long job handed back, its attempt given back: {rows:?}"
+    );
+}
+
 /// A graceful shutdown leaves no job claimed ahead `running`: each is handed back with its
 /// attempt given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,14 +256,7 @@ async fn a_graceful_shutdown_hands_back_the_jobs_claimed_ahead() {
         .await;
     println!("{waiting} long jobs running or claimed ahead when the shutdown began");
     worker.shutdown().await.unwrap();
-    let rows: Vec<(String, i32)> = db
-        .rows("SELECT state, attempts FROM jobs_queue WHERE kind = 'waits_for_release' ORDER BY id")
-        .await;
-    assert!(
-        rows.iter()
-            .all(|(state, attempts)| state == "ready" && *attempts == 0),
-        "every long job handed back, its attempt given back: {rows:?}"
-    );
+    assert_every_long_job_handed_back(&db).await;
 }
 
 /// Makes the database refuse, while table `outage` has a row, to hand back jobs claimed ahead
@@ -334,14 +339,7 @@ async fn a_refused_hand_back_is_retried_and_a_shutdown_waits_for_it() {
             .expect("the shutdown ends")
             .unwrap()
             .expect("the worker stops");
-        let rows: Vec<(String, i32)> = db
-            .rows("SELECT state, attempts FROM jobs_queue WHERE kind = 'waits_for_release' ORDER BY id")
-            .await;
-        assert!(
-            rows.iter()
-                .all(|(state, attempts)| state == "ready" && *attempts == 0),
-            "every long job handed back, its attempt given back: {rows:?}"
-        );
+        assert_every_long_job_handed_back(&db).await;
         assert_eq!(
             db.count("SELECT count(*) FROM runs").await,
             i64::try_from(CONCURRENCY).unwrap(),
