@@ -434,11 +434,8 @@ pub async fn produce(
             if claimed >= wanted || from.is_none() {
                 break;
             }
-            let free = wanted.saturating_sub(claimed);
-            count = ClaimCount {
-                free,
-                ahead: asked - claimed - free,
-            };
+            // The slots still free; the jobs ahead as asked.
+            count.free = wanted - claimed;
             from = None;
         }
         drop(permits);
