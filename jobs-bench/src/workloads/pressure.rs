@@ -17,16 +17,26 @@ use crate::report::Report;
 const CONCURRENCY: usize = 16;
 const BASELINE_SECS: u64 = 10;
 const AFTER_SECS: u64 = 30;
-/// Ready jobs kept in the table so the worker never runs dry.
+/// Jobs inserted at a time by the feeder.
 const BACKLOG: i64 = 50_000;
+/// The feeder tops the table up whenever fewer ready jobs than this remain: a few seconds of
+/// work at the worker's pace, so that it never runs dry and the rate measured is the worker's,
+/// not the feeder's.
+const LOW_WATER: i64 = 3 * BACKLOG;
 
 pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn std::error::Error>> {
     let fresh = Fresh::new(CONCURRENCY as u32 + 8).await?;
-    insert_ready(&fresh.pool, BACKLOG).await?;
-    let mut inserted = BACKLOG;
+    insert_ready(&fresh.pool, LOW_WATER + BACKLOG).await?;
     fresh.vacuum().await?;
     // Throughput is counted in memory: polling the table would itself slow the drain down.
     let completions = Arc::new(Completions::default());
+    let (stop_feeding, feeding) = tokio::sync::watch::channel(false);
+    let feeder = tokio::spawn(feed(
+        fresh.pool.clone(),
+        Arc::clone(&completions),
+        LOW_WATER + BACKLOG,
+        feeding,
+    ));
     let worker = Worker::builder(fresh.pool.clone())
         .kinds(["counted"])
         .queue("default", CONCURRENCY)
@@ -41,19 +51,17 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     let mut holder: Option<sqlx::PgConnection> = None;
     let mut held_from = None;
     let mut released_at = None;
-    let mut samples: Vec<(f64, f64)> = Vec::new(); // (seconds since start, jobs done in that second)
-    let mut last_done = done_count();
+    // (seconds since start, jobs done per second since the last sample)
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    let mut last = (Instant::now(), done_count());
     let mut next_tick = started + Duration::from_secs(1);
     while started.elapsed() < total {
         tokio::time::sleep_until(next_tick.into()).await;
         next_tick += Duration::from_secs(1);
-        let done = done_count();
-        samples.push((started.elapsed().as_secs_f64(), (done - last_done) as f64));
-        last_done = done;
-        if inserted - done < BACKLOG {
-            insert_ready(&fresh.pool, BACKLOG).await?;
-            inserted += BACKLOG;
-        }
+        let now = (Instant::now(), done_count());
+        let rate = (now.1 - last.1) as f64 / (now.0 - last.0).as_secs_f64();
+        samples.push((started.elapsed().as_secs_f64(), rate));
+        last = now;
         let elapsed = started.elapsed();
         if holder.is_none() && held_from.is_none() && elapsed >= Duration::from_secs(BASELINE_SECS)
         {
@@ -76,6 +84,8 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
             }
         }
     }
+    stop_feeding.send_replace(true);
+    feeder.await??;
     worker.shutdown().await?;
 
     let held_from = held_from.unwrap_or(f64::MAX);
@@ -126,6 +136,29 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         timeline.join(" ")
     ));
     Ok(())
+}
+
+/// Keeps at least [`LOW_WATER`] jobs ready until `stop` turns `true`, `inserted` of them so
+/// far: inserts [`BACKLOG`] more whenever fewer remain.
+async fn feed(
+    pool: sqlx::PgPool,
+    completions: Arc<Completions>,
+    mut inserted: i64,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), sqlx::Error> {
+    let mut check = tokio::time::interval(Duration::from_millis(50));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => return Ok(()),
+            _ = check.tick() => {}
+        }
+        let done = completions.count.load(Ordering::Relaxed) as i64;
+        if inserted - done < LOW_WATER {
+            insert_ready(&pool, BACKLOG).await?;
+            inserted += BACKLOG;
+        }
+    }
 }
 
 /// Inserts `count` ready `counted` jobs with plain SQL.
