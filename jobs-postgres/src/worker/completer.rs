@@ -144,10 +144,17 @@ async fn write_batch(
             Ok(fenced) => {
                 for (outcome, fenced) in batch.iter().zip(fenced) {
                     if fenced == Fenced::LeaseLost {
-                        tracing::warn!(
-                            job.id = outcome.id,
-                            "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
-                        );
+                        if outcome.unstarted {
+                            tracing::warn!(
+                                job.id = outcome.id,
+                                "lease lost: a rescue took the job while it waited here for a slot, claimed ahead; it never started here, and its hand-back is dropped"
+                            );
+                        } else {
+                            tracing::warn!(
+                                job.id = outcome.id,
+                                "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
+                            );
+                        }
                         metrics::outcome_dropped(DropReason::LeaseLost);
                     }
                     shared.running.remove(outcome.id, outcome.lease_token);
@@ -158,7 +165,15 @@ async fn write_batch(
             Err(error) => {
                 batch.retain(|outcome| {
                     let may_hold = shared.running.may_hold(outcome.id, outcome.lease_token);
-                    if !may_hold {
+                    if !may_hold && outcome.unstarted {
+                        tracing::error!(
+                            job.id = outcome.id,
+                            %error,
+                            "could not hand back a job claimed ahead before its lease ran out; it never started here, and the rescue will make it ready with this attempt spent"
+                        );
+                        metrics::outcome_dropped(DropReason::LeaseRanOut);
+                        shared.running.remove(outcome.id, outcome.lease_token);
+                    } else if !may_hold {
                         tracing::error!(
                             job.id = outcome.id,
                             %error,

@@ -15,7 +15,8 @@
 //! - another worker cannot take it: jobs wait here at most [`LONGEST_WAIT`], and are then handed
 //!   back (the attempt given back, the job's place in the claim order kept), so that a backlog
 //!   whose jobs turned long is not held by one worker; the hand-backs are outcomes, written by
-//!   the completer, and the producer claims again, from the front, once they are written;
+//!   the completer, and the producer claims again, from the front, once they are written (or
+//!   after [`LONGEST_WAIT`], when the writes are slow);
 //! - a graceful shutdown hands them back the same way; a crash or a stop at once leaves them
 //!   `running` until their leases expire, like the jobs that were running, their attempt spent.
 //!   So no job on its last attempt is claimed ahead (see `claimed_prefix!` in the store).
