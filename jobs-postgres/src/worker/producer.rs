@@ -162,12 +162,32 @@ impl Claim {
 }
 
 /// Longest a producer claims from where its last claim ended before it looks at the front of
-/// the claim order again. A claim from that place claims nothing while a job of a higher
-/// priority is ready, and the front is looked at in the same round; jobs that go before the
-/// place within its priority (committed by a transaction that began before the jobs claimed
-/// last, since their `run_at` is that transaction's start, or rescued keeping their `run_at`)
-/// wait at most this long while a backlog lasts.
+/// the claim order again, while looks at the front are cheap. A claim from that place claims
+/// nothing while a job of a higher priority is ready, and the front is looked at in the same
+/// round; jobs that go before the place within its priority (committed by a transaction that
+/// began before the jobs claimed last, since their `run_at` is that transaction's start, or
+/// rescued keeping their `run_at`) wait at most this long while a backlog lasts, or
+/// [`front_claim_due`]'s longer interval when the look at the front is slow.
 const FRONT_CLAIM_EVERY: Duration = Duration::from_secs(1);
+
+/// A look at the front takes at most about this share of a producer's time: the next one waits
+/// this many times as long as the last one took, when that is longer than
+/// [`FRONT_CLAIM_EVERY`]. The producer starts no job while a claim runs, so a slow look at the
+/// front stalls every slot that frees meanwhile; and a look at the front passes the index
+/// entries of every job claimed since the last vacuum, which a long transaction elsewhere (a
+/// held xmin horizon) keeps from even being marked dead: draining 45,000 jobs a second under
+/// such a hold, looks at the front took 100 ms (the median) and up to half a second.
+const FRONT_CLAIM_COST_RATIO: u32 = 20;
+
+/// The longest interval between two looks at the front, however slow the last one was.
+const FRONT_CLAIM_LONGEST_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Whether the front is due a look, `since` the last one, which took `took`.
+fn front_claim_due(since: Duration, took: Duration) -> bool {
+    let interval =
+        (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL);
+    since >= interval
+}
 
 /// Where a producer's claims ended, so that the next claim can start there rather than at the
 /// front of the ready index, past the entries of every job claimed since the last vacuum.
@@ -178,6 +198,8 @@ struct ClaimPosition {
     last: Option<ClaimPlace>,
     /// When a claim last started at the front.
     front_claimed_at: Instant,
+    /// How long that claim took.
+    front_claim_took: Duration,
 }
 
 impl ClaimPosition {
@@ -186,12 +208,15 @@ impl ClaimPosition {
             resumable,
             last: None,
             front_claimed_at: Instant::now(),
+            front_claim_took: Duration::ZERO,
         }
     }
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
     fn resume_point(&self) -> Option<ClaimPlace> {
-        if !self.resumable || self.front_claimed_at.elapsed() >= FRONT_CLAIM_EVERY {
+        if !self.resumable
+            || front_claim_due(self.front_claimed_at.elapsed(), self.front_claim_took)
+        {
             return None;
         }
         self.last
@@ -202,16 +227,17 @@ impl ClaimPosition {
         self.last = None;
     }
 
-    /// Notes what a claim took, and whether it started at the front.
+    /// Notes what a claim took, whether it started at the front, and how long it `took`.
     ///
     /// A claim from the front took the first claimable jobs of the order, so every job before
     /// the furthest it took is claimed: the next claim may start there, even when that is
     /// before the last place (a higher priority came in). A claim from the front that took
     /// nothing found nothing claimable at all, and leaves the place as it was.
-    fn claimed(&mut self, jobs: &[ClaimedJob], from_front: bool) {
+    fn claimed(&mut self, jobs: &[ClaimedJob], from_front: bool, took: Duration) {
         let furthest = jobs.iter().map(ClaimedJob::place).max();
         if from_front {
             self.front_claimed_at = Instant::now();
+            self.front_claim_took = took;
             if furthest.is_some() {
                 self.last = furthest;
             }
@@ -401,7 +427,7 @@ pub async fn produce(
                     rate_room_in = room_in;
                     held_back = jobs_held_back;
                     claimed += jobs.len();
-                    position.claimed(&jobs, from.is_none());
+                    position.claimed(&jobs, from.is_none(), claimed_at - sent_at);
                     for job in jobs {
                         // The job is this worker's from the claim on: the heartbeat renews its
                         // lease, counted from when the claim was sent, whether it runs now or
@@ -599,5 +625,34 @@ async fn handed_back(
             _ = stop.wait_for(|stop| *stop) => return,
             _ = abandoned.wait_for(|abandoned| *abandoned) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_front_is_looked_at_every_second_while_looks_are_cheap() {
+        let cheap = Duration::from_millis(2);
+        assert!(!front_claim_due(Duration::from_millis(999), cheap));
+        assert!(front_claim_due(FRONT_CLAIM_EVERY, cheap));
+    }
+
+    #[test]
+    fn a_slow_look_at_the_front_spaces_the_next_ones_out() {
+        // 200 ms: the next look 4 s later, so that looks take about a twentieth of the time.
+        let slow = Duration::from_millis(200);
+        assert!(!front_claim_due(Duration::from_millis(3_999), slow));
+        assert!(front_claim_due(Duration::from_secs(4), slow));
+        // However slow, the front is looked at within 10 s.
+        assert!(front_claim_due(
+            FRONT_CLAIM_LONGEST_INTERVAL,
+            Duration::from_secs(5)
+        ));
+        assert!(!front_claim_due(
+            Duration::from_millis(9_999),
+            Duration::from_secs(5)
+        ));
     }
 }
