@@ -55,7 +55,8 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
     let mut samples: Vec<(f64, f64)> = Vec::new();
     let mut last = (Instant::now(), done_count());
     let mut next_tick = started + Duration::from_secs(1);
-    while started.elapsed() < total {
+    // A feeder that stopped early failed: its error is reported below.
+    while started.elapsed() < total && !feeder.is_finished() {
         tokio::time::sleep_until(next_tick.into()).await;
         next_tick += Duration::from_secs(1);
         let now = (Instant::now(), done_count());
@@ -85,8 +86,9 @@ pub async fn run(options: &Options, report: &mut Report) -> Result<(), Box<dyn s
         }
     }
     stop_feeding.send_replace(true);
-    feeder.await??;
+    let fed = feeder.await;
     worker.shutdown().await?;
+    fed??;
 
     let held_from = held_from.unwrap_or(f64::MAX);
     let released_at = released_at.unwrap_or(f64::MAX);

@@ -147,7 +147,7 @@ async fn write_batch(
                         if outcome.unstarted {
                             tracing::warn!(
                                 job.id = outcome.id,
-                                "lease lost: a rescue took the job while it waited here for a slot, claimed ahead; it never started here, and its hand-back is dropped"
+                                "lease lost before the hand-back of this job claimed ahead was written: a rescue took it (another worker may have it now); it never started here, and its hand-back is dropped"
                             );
                         } else {
                             tracing::warn!(
@@ -169,7 +169,7 @@ async fn write_batch(
                         tracing::error!(
                             job.id = outcome.id,
                             %error,
-                            "could not hand back a job claimed ahead before its lease ran out; it never started here, and the rescue will make it ready with this attempt spent"
+                            "could not hand back a job claimed ahead before its lease ran out or was lost; it never started here, and a rescue makes (or made) it ready, or cancelled if it was asked to stop, with this attempt spent"
                         );
                         metrics::outcome_dropped(DropReason::LeaseRanOut);
                         shared.running.remove(outcome.id, outcome.lease_token);

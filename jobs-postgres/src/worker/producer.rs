@@ -170,13 +170,15 @@ impl Claim {
 /// [`front_claim_due`]'s longer interval when the look at the front is slow.
 const FRONT_CLAIM_EVERY: Duration = Duration::from_secs(1);
 
-/// A look at the front takes at most about this share of a producer's time: the next one waits
-/// this many times as long as the last one took, when that is longer than
-/// [`FRONT_CLAIM_EVERY`]. The producer starts no job while a claim runs, so a slow look at the
-/// front stalls every slot that frees meanwhile; and a look at the front passes the index
+/// How much longer than a slow look at the front the next one waits: this many times as long as
+/// the last one took, when that is longer than [`FRONT_CLAIM_EVERY`] (a look of more than 50 ms),
+/// up to [`FRONT_CLAIM_LONGEST_INTERVAL`]. So looks of up to half a second hold the slots about a
+/// twenty-first of the time: the producer starts no job while a claim runs, so a slow look at
+/// the front stalls every slot that frees meanwhile. A look at the front passes the index
 /// entries of every job claimed since the last vacuum, which a long transaction elsewhere (a
 /// held xmin horizon) keeps from even being marked dead: draining 45,000 jobs a second under
-/// such a hold, looks at the front took 100 ms (the median) and up to half a second.
+/// such a hold, looks at the front took 100 ms (the median) and up to half a second. Lock waits
+/// and a slow network make them slow too.
 const FRONT_CLAIM_COST_RATIO: u32 = 20;
 
 /// The longest interval between two looks at the front, however slow the last one was.
@@ -328,8 +330,8 @@ pub async fn produce(
                 // of the hand-backs and of the jobs running may need it.
                 held.drop_connection();
                 let runs = hand_back(&shared, &mut read_ahead).await;
-                // Bounded: should the completer be slow to write them, the front claims that
-                // come every second find them.
+                // Bounded: should the completer be slow to write them, the next look at the
+                // front finds them (within a second, or up to 10 s while looks are slow).
                 let _ = tokio::time::timeout(
                     read_ahead::LONGEST_WAIT,
                     handed_back(&shared, &runs, &mut outcomes_written, &mut stop),
@@ -641,7 +643,8 @@ mod tests {
 
     #[test]
     fn a_slow_look_at_the_front_spaces_the_next_ones_out() {
-        // 200 ms: the next look 4 s later, so that looks take about a twentieth of the time.
+        // 200 ms: the next look 4 s after it ended, so that looks take a twenty-first of the
+        // time.
         let slow = Duration::from_millis(200);
         assert!(!front_claim_due(Duration::from_millis(3_999), slow));
         assert!(front_claim_due(Duration::from_secs(4), slow));
@@ -654,5 +657,27 @@ mod tests {
             Duration::from_millis(9_999),
             Duration::from_secs(5)
         ));
+    }
+
+    #[test]
+    fn only_looks_at_the_front_are_timed_and_a_rewind_looks_at_once() {
+        let place = ClaimPlace {
+            priority: 0,
+            run_at: chrono::Utc::now(),
+            id: 7,
+        };
+        let mut position = ClaimPosition::new(true);
+        position.last = Some(place);
+        // A slow look at the front: the next claims resume from the place.
+        position.claimed(&[], true, Duration::from_secs(5));
+        assert_eq!(position.resume_point(), Some(place));
+        // A resumed claim, however slow, does not change when the front is due.
+        position.claimed(&[], false, Duration::from_millis(1));
+        assert_eq!(position.front_claim_took, Duration::from_secs(5));
+        assert_eq!(position.resume_point(), Some(place));
+        // Jobs handed back are in their places, before the place: the next claim starts at the
+        // front however slow the last look was.
+        position.rewind();
+        assert_eq!(position.resume_point(), None);
     }
 }
