@@ -144,17 +144,12 @@ async fn write_batch(
             Ok(fenced) => {
                 for (outcome, fenced) in batch.iter().zip(fenced) {
                     if fenced == Fenced::LeaseLost {
-                        if outcome.unstarted {
-                            tracing::warn!(
-                                job.id = outcome.id,
-                                "lease lost before the hand-back of this job claimed ahead was written: a rescue took it (another worker may have it now); it never started here, and its hand-back is dropped"
-                            );
+                        let dropped = if outcome.unstarted {
+                            "lease lost before the hand-back of this job claimed ahead was written: a rescue took it (another worker may have it now); it never started here, and its hand-back is dropped"
                         } else {
-                            tracing::warn!(
-                                job.id = outcome.id,
-                                "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
-                            );
-                        }
+                            "lease lost: another worker or a rescue took the job; this run's outcome is dropped"
+                        };
+                        tracing::warn!(job.id = outcome.id, "{dropped}");
                         metrics::outcome_dropped(DropReason::LeaseLost);
                     }
                     shared.running.remove(outcome.id, outcome.lease_token);
@@ -165,20 +160,13 @@ async fn write_batch(
             Err(error) => {
                 batch.retain(|outcome| {
                     let may_hold = shared.running.may_hold(outcome.id, outcome.lease_token);
-                    if !may_hold && outcome.unstarted {
-                        tracing::error!(
-                            job.id = outcome.id,
-                            %error,
+                    if !may_hold {
+                        let dropped = if outcome.unstarted {
                             "could not hand back a job claimed ahead before its lease ran out or was lost; it never started here, and a rescue makes (or made) it ready, or cancelled if it was asked to stop, with this attempt spent"
-                        );
-                        metrics::outcome_dropped(DropReason::LeaseRanOut);
-                        shared.running.remove(outcome.id, outcome.lease_token);
-                    } else if !may_hold {
-                        tracing::error!(
-                            job.id = outcome.id,
-                            %error,
+                        } else {
                             "could not record the outcome before the lease ran out; the job will be rescued and run again"
-                        );
+                        };
+                        tracing::error!(job.id = outcome.id, %error, "{dropped}");
                         metrics::outcome_dropped(DropReason::LeaseRanOut);
                         shared.running.remove(outcome.id, outcome.lease_token);
                     }
