@@ -166,8 +166,9 @@ impl Claim {
 /// nothing while a job of a higher priority is ready, and the front is looked at in the same
 /// round; jobs that go before the place within its priority (committed by a transaction that
 /// began before the jobs claimed last, since their `run_at` is that transaction's start, or
-/// rescued keeping their `run_at`) wait at most this long while a backlog lasts, or
-/// [`front_claim_due`]'s longer interval when the look at the front is slow.
+/// rescued keeping their `run_at`, or handed back in their place by a worker that had claimed
+/// them ahead) wait at most this long while a backlog lasts, or [`front_claim_interval`]'s
+/// longer interval when the look at the front is slow.
 const FRONT_CLAIM_EVERY: Duration = Duration::from_secs(1);
 
 /// How much longer than a slow look at the front the next one waits: this many times as long as
@@ -184,11 +185,9 @@ const FRONT_CLAIM_COST_RATIO: u32 = 20;
 /// The longest interval between two looks at the front, however slow the last one was.
 const FRONT_CLAIM_LONGEST_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Whether the front is due a look, `since` the last one, which took `took`.
-fn front_claim_due(since: Duration, took: Duration) -> bool {
-    let interval =
-        (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL);
-    since >= interval
+/// How long after a look at the front that took `took` the next one is due.
+fn front_claim_interval(took: Duration) -> Duration {
+    (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL)
 }
 
 /// Where a producer's claims ended, so that the next claim can start there rather than at the
@@ -198,10 +197,9 @@ struct ClaimPosition {
     resumable: bool,
     /// The furthest place claimed so far.
     last: Option<ClaimPlace>,
-    /// When a claim last started at the front.
-    front_claimed_at: Instant,
-    /// How long that claim took.
-    front_claim_took: Duration,
+    /// When the front is next due a look: [`front_claim_interval`] after the last claim that
+    /// started there ended.
+    front_due_at: Instant,
 }
 
 impl ClaimPosition {
@@ -209,16 +207,13 @@ impl ClaimPosition {
         Self {
             resumable,
             last: None,
-            front_claimed_at: Instant::now(),
-            front_claim_took: Duration::ZERO,
+            front_due_at: Instant::now() + FRONT_CLAIM_EVERY,
         }
     }
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
     fn resume_point(&self) -> Option<ClaimPlace> {
-        if !self.resumable
-            || front_claim_due(self.front_claimed_at.elapsed(), self.front_claim_took)
-        {
+        if !self.resumable || Instant::now() >= self.front_due_at {
             return None;
         }
         self.last
@@ -238,8 +233,7 @@ impl ClaimPosition {
     fn claimed(&mut self, jobs: &[ClaimedJob], from_front: bool, took: Duration) {
         let furthest = jobs.iter().map(ClaimedJob::place).max();
         if from_front {
-            self.front_claimed_at = Instant::now();
-            self.front_claim_took = took;
+            self.front_due_at = Instant::now() + front_claim_interval(took);
             if furthest.is_some() {
                 self.last = furthest;
             }
@@ -636,27 +630,29 @@ mod tests {
 
     #[test]
     fn the_front_is_looked_at_every_second_while_looks_are_cheap() {
-        let cheap = Duration::from_millis(2);
-        assert!(!front_claim_due(Duration::from_millis(999), cheap));
-        assert!(front_claim_due(FRONT_CLAIM_EVERY, cheap));
+        assert_eq!(
+            front_claim_interval(Duration::from_millis(2)),
+            FRONT_CLAIM_EVERY
+        );
+        assert_eq!(
+            front_claim_interval(Duration::from_millis(50)),
+            FRONT_CLAIM_EVERY
+        );
     }
 
     #[test]
     fn a_slow_look_at_the_front_spaces_the_next_ones_out() {
         // 200 ms: the next look 4 s after it ended, so that looks take a twenty-first of the
         // time.
-        let slow = Duration::from_millis(200);
-        assert!(!front_claim_due(Duration::from_millis(3_999), slow));
-        assert!(front_claim_due(Duration::from_secs(4), slow));
+        assert_eq!(
+            front_claim_interval(Duration::from_millis(200)),
+            Duration::from_secs(4)
+        );
         // However slow, the front is looked at within 10 s.
-        assert!(front_claim_due(
-            FRONT_CLAIM_LONGEST_INTERVAL,
-            Duration::from_secs(5)
-        ));
-        assert!(!front_claim_due(
-            Duration::from_millis(9_999),
-            Duration::from_secs(5)
-        ));
+        assert_eq!(
+            front_claim_interval(Duration::from_secs(5)),
+            FRONT_CLAIM_LONGEST_INTERVAL
+        );
     }
 
     #[test]
@@ -669,11 +665,14 @@ mod tests {
         let mut position = ClaimPosition::new(true);
         position.last = Some(place);
         // A slow look at the front: the next claims resume from the place.
+        let looked_at = Instant::now();
         position.claimed(&[], true, Duration::from_secs(5));
         assert_eq!(position.resume_point(), Some(place));
+        let due_at = position.front_due_at;
+        assert!(due_at >= looked_at + FRONT_CLAIM_LONGEST_INTERVAL);
         // A resumed claim, however slow, does not change when the front is due.
-        position.claimed(&[], false, Duration::from_millis(1));
-        assert_eq!(position.front_claim_took, Duration::from_secs(5));
+        position.claimed(&[], false, Duration::from_secs(60));
+        assert_eq!(position.front_due_at, due_at);
         assert_eq!(position.resume_point(), Some(place));
         // Jobs handed back are in their places, before the place: the next claim starts at the
         // front however slow the last look was.
