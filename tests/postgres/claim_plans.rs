@@ -389,13 +389,15 @@ async fn check_fair_claim(db: &Db, cursor: Option<&str>) -> [i64; 2] {
         .bind("tenant_task")
         .bind(16_i64)
         .bind(30.0_f64)
-        .bind(cursor);
+        .bind(cursor)
+        .bind(16_i64);
     let arguments = [
         "'default'".to_string(),
         "'tenant_task'".to_string(),
         "16".to_string(),
         "30.0".to_string(),
         cursor.map_or_else(|| "NULL::text".to_string(), |cursor| format!("'{cursor}'")),
+        "16".to_string(),
     ];
     let name = match cursor {
         None => "CLAIM_FAIR_JOBS (from the first key)".to_string(),
@@ -449,6 +451,7 @@ async fn a_fair_claim_keeps_one_plan_per_connection() {
             .bind(limit)
             .bind(30.0_f64)
             .bind(cursor.as_deref())
+            .bind(limit)
             .fetch_all(&mut *conn)
             .await
             .unwrap();

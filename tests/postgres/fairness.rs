@@ -7,6 +7,8 @@ use jobs::{
     job, EncodeError, EnqueueError, JobResult, RegistryError, Worker, WorkerError, MAX_KEY_BYTES,
 };
 use sqlx::{PgConnection, Row};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::support::{fast_config, refusal, start_worker, Db};
 use crate::test_jobs::tenant_task;
@@ -18,16 +20,32 @@ pub async fn tenant_report(tenant: String, day: u32) -> JobResult {
     Ok(())
 }
 
-/// Enqueues `count` [`tenant_task`] jobs of `tenant`, 10,000 per statement.
-async fn enqueue_tenant_tasks(db: &Db, tenant: &str, count: u32) {
+/// The runs of [`tenant_run`], in the order they started: each one's tenant and when it started.
+static TENANT_RUNS: Mutex<Vec<(String, Instant)>> = Mutex::new(Vec::new());
+
+/// Notes its start in [`TENANT_RUNS`]; its jobs are claimed round-robin across tenants. (The
+/// rows' `attempted_at` is when a job was claimed, which for the jobs claimed ahead of the free
+/// slots comes before they start.)
+#[job(fair_key = "tenant:<tenant>")]
+pub async fn tenant_run(tenant: String, n: u32) -> JobResult {
+    let _ = n;
+    TENANT_RUNS
+        .lock()
+        .expect("no run panicked holding it")
+        .push((tenant, Instant::now()));
+    Ok(())
+}
+
+/// Enqueues `count` [`tenant_run`] jobs of `tenant`, 10,000 per statement.
+async fn enqueue_tenant_runs(db: &Db, tenant: &str, count: u32) {
     for first in (0..count).step_by(10_000) {
-        let chunk = (first..count.min(first + 10_000)).map(|n| tenant_task::Args {
+        let chunk = (first..count.min(first + 10_000)).map(|n| tenant_run::Args {
             tenant: tenant.to_owned(),
             n,
         });
-        tenant_task::enqueue_many(&db.pool, chunk)
+        tenant_run::enqueue_many(&db.pool, chunk)
             .await
-            .expect("enqueue tenant_task jobs");
+            .expect("enqueue tenant_run jobs");
     }
 }
 
@@ -35,10 +53,10 @@ async fn enqueue_tenant_tasks(db: &Db, tenant: &str, count: u32) {
 async fn a_flood_of_one_tenant_delays_another_tenants_jobs_by_about_one_round() {
     const CONCURRENCY: usize = 8;
     let db = Db::new().await;
-    enqueue_tenant_tasks(&db, "a", 100_000).await;
+    enqueue_tenant_runs(&db, "a", 100_000).await;
     let pool = db.other_pool(4).await;
     let worker = jobs::Worker::builder(pool.clone())
-        .kinds(["tenant_task"])
+        .kinds(["tenant_run"])
         .state(pool)
         .queue("default", CONCURRENCY)
         .config(fast_config())
@@ -51,41 +69,78 @@ async fn a_flood_of_one_tenant_delays_another_tenants_jobs_by_about_one_round() 
         1_000,
     )
     .await;
-    enqueue_tenant_tasks(&db, "b", 10).await;
+    let b_enqueued = Instant::now();
+    enqueue_tenant_runs(&db, "b", 10).await;
+    // Every claim that begins after this sees b's jobs.
+    let b_committed: f64 =
+        sqlx::query_scalar("SELECT extract(epoch FROM clock_timestamp())::float8")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
     let b_done =
         "SELECT count(*) FROM jobs_queue WHERE fair_key = 'tenant:\"b\"' AND state = 'done'";
     db.wait_for_count("tenant b's ten jobs done", b_done, 10)
         .await;
     worker.shutdown().await.unwrap();
-    // The jobs of tenant a that started between b's first start and b's last.
-    let (a_between, delay_ms, a_done): (i64, f64, i64) = sqlx::query_as(
-        "WITH b AS (
-             SELECT max(created_at) AS enqueued, min(attempted_at) AS first_start,
-                    max(attempted_at) AS last_start
-             FROM jobs_queue WHERE fair_key = 'tenant:\"b\"'
-         )
-         SELECT (SELECT count(*) FROM jobs_queue, b
-                 WHERE fair_key = 'tenant:\"a\"' AND attempted_at >= b.first_start
-                   AND attempted_at <= b.last_start),
-                (SELECT extract(epoch FROM last_start - enqueued)::float8 * 1000 FROM b),
-                (SELECT count(*) FROM jobs_queue WHERE fair_key = 'tenant:\"a\"' AND state = 'done')",
+
+    // The claims from b's enqueue to the one that took b's last job, in order (a claim's jobs
+    // share their `attempted_at`, when it began): when each began, and the jobs of a and of b
+    // it took.
+    let claims: Vec<(f64, i64, i64)> = sqlx::query_as(
+        "SELECT extract(epoch FROM attempted_at)::float8,
+                count(*) FILTER (WHERE fair_key = 'tenant:\"a\"'),
+                count(*) FILTER (WHERE fair_key = 'tenant:\"b\"')
+         FROM jobs_queue
+         WHERE attempted_at >= (SELECT min(created_at) FROM jobs_queue
+                                WHERE fair_key = 'tenant:\"b\"')
+           AND attempted_at <= (SELECT max(attempted_at) FROM jobs_queue
+                                WHERE fair_key = 'tenant:\"b\"')
+         GROUP BY attempted_at
+         ORDER BY attempted_at",
     )
-    .fetch_one(&db.pool)
+    .fetch_all(&db.pool)
     .await
     .unwrap();
-    println!(
-        "tenant b's 10 jobs, enqueued behind {a_done} done and the rest of 100,000 of tenant a's: \
-         the last started {delay_ms:.1} ms after b's enqueue, with {a_between} of a's jobs started \
-         from b's first start to b's last (concurrency {CONCURRENCY})"
+    let (last_claim, before_last) = claims.split_last().expect("b's jobs were claimed");
+    assert_eq!(
+        claims.iter().map(|(_, _, b)| b).sum::<i64>(),
+        10,
+        "{claims:?}"
     );
-    // Oldest first, every one of a's 98,000-odd remaining jobs would start before b's.
-    // Round-robin, b's jobs share each claim with a's: in each claim that starts some of b's, a
-    // gets at most one more than b (the share is rounded up), so at most 10 + 10 in the claims
-    // that start b's ten; and in the claim of b's last job, the slots b could not fill.
-    let bound = 10 + 10 + CONCURRENCY as i64;
-    assert!(
-        a_between <= bound,
-        "{a_between} of tenant a's jobs started between b's enqueue and b's last start (at most {bound} expected)"
+    // Oldest first, every one of a's 98,000-odd remaining jobs would be claimed before b's.
+    // Round-robin, every claim that began after b's jobs were committed took some of them, and
+    // each claim that took some of b's jobs, but for the last, took at most one more of a's (the
+    // share is rounded up).
+    for &(began, a, b) in before_last {
+        assert!(
+            b > 0 || began < b_committed,
+            "a claim after b's enqueue took none of b's jobs: {claims:?}"
+        );
+        assert!(
+            b == 0 || a <= b + 1,
+            "a claim took {a} of a's jobs and {b} of b's: {claims:?}"
+        );
+    }
+    assert!(last_claim.2 > 0, "{claims:?}");
+
+    // The same, as the jobs started (the jobs claimed ahead of the slots start after those
+    // claimed before them, in turn order; the runs' own tasks may start a few out of order).
+    let runs = std::mem::take(&mut *TENANT_RUNS.lock().unwrap());
+    let of_b: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].0 == "b").collect();
+    let (first_b, last_b) = (of_b[0], of_b[of_b.len() - 1]);
+    let a_between = runs[first_b..=last_b]
+        .iter()
+        .filter(|(tenant, _)| tenant == "a")
+        .count();
+    println!(
+        "tenant b's 10 jobs, enqueued behind {} started and the rest of 100,000 of tenant a's: \
+         claimed in {} claim(s), after a claim in flight took {} more of a's; the last started {:.1} ms after b's enqueue began, with \
+         {a_between} of a's jobs started from b's first start to b's last (concurrency \
+         {CONCURRENCY})",
+        first_b,
+        claims.iter().filter(|(_, _, b)| *b > 0).count(),
+        claims.iter().take_while(|(_, _, b)| *b == 0).map(|(_, a, _)| a).sum::<i64>(),
+        (runs[last_b].1 - b_enqueued).as_secs_f64() * 1000.0
     );
 }
 
@@ -103,26 +158,14 @@ async fn insert_keyed(db: &Db, keys: &[&str]) {
     }
 }
 
-/// Runs [`sql::CLAIM_FAIR_JOBS`] once for `wanted` jobs after `cursor`; returns the keys of the
-/// jobs claimed, in id order, and the cursor it returned.
+/// Runs [`sql::CLAIM_FAIR_JOBS`] once for `wanted` jobs after `cursor`, every one for a free
+/// slot; returns the keys of the jobs claimed, in key and id order, and the cursor it returned.
 async fn claim_round(
     conn: &mut PgConnection,
     wanted: i64,
     cursor: Option<&str>,
 ) -> (Vec<String>, Option<String>) {
-    let rows: Vec<(i64, Option<String>)> = sqlx::query(sql::CLAIM_FAIR_JOBS)
-        .bind("default")
-        .bind("tenant_task")
-        .bind(wanted)
-        .bind(30.0_f64)
-        .bind(cursor)
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| (row.get("id"), row.get("fair_cursor")))
-        .collect();
-    let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+    let (ids, cursor) = claim_round_ahead(conn, wanted, 0, cursor).await;
     let keys: Vec<String> = sqlx::query_scalar(
         "SELECT fair_key FROM jobs_queue WHERE id = ANY($1) ORDER BY fair_key, id",
     )
@@ -130,7 +173,32 @@ async fn claim_round(
     .fetch_all(&mut *conn)
     .await
     .unwrap();
-    (keys, rows.first().and_then(|(_, cursor)| cursor.clone()))
+    (keys, cursor)
+}
+
+/// Runs [`sql::CLAIM_FAIR_JOBS`] once for `free` jobs and up to `ahead` more after `cursor`;
+/// returns the ids of the jobs claimed, in the order the claim returned them, and the cursor.
+async fn claim_round_ahead(
+    conn: &mut PgConnection,
+    free: i64,
+    ahead: i64,
+    cursor: Option<&str>,
+) -> (Vec<i64>, Option<String>) {
+    let rows: Vec<(i64, Option<String>)> = sqlx::query(sql::CLAIM_FAIR_JOBS)
+        .bind("default")
+        .bind("tenant_task")
+        .bind(free + ahead)
+        .bind(30.0_f64)
+        .bind(cursor)
+        .bind(free)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get("id"), row.get("fair_cursor")))
+        .collect();
+    let cursor = rows.first().and_then(|(_, cursor)| cursor.clone());
+    (rows.into_iter().map(|(id, _)| id).collect(), cursor)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,6 +228,35 @@ async fn a_claim_takes_turns_between_keys_and_goes_on_where_the_last_one_ended()
 
     let (keys, cursor) = claim_round(&mut conn, 10, cursor.as_deref()).await;
     assert!(keys.is_empty() && cursor.is_none(), "nothing left");
+}
+
+/// A fair claim takes the jobs for the free slots whatever their attempts, but the jobs it
+/// claims ahead of them, in turn order, stop before the first job on its last attempt: a crash
+/// while it waited would make it dead without running. The next claim goes on at that job's key
+/// and takes it first. The rows come in turn order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_claims_ahead_stop_before_a_job_on_its_last_attempt() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 5]).await;
+    insert_keyed(&db, &["b"; 5]).await;
+    let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    let (a, b) = ids.split_at(5);
+    sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
+        .bind(b[1])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+
+    // One for the free slot, then ahead, turn by turn, up to b's second job.
+    let (claimed, cursor) = claim_round_ahead(&mut conn, 1, 9, None).await;
+    assert_eq!(claimed, [a[0], b[0], a[1]]);
+    assert_eq!(cursor.as_deref(), Some("a"));
+
+    // From b on: its second job for the free slot, then the rest ahead.
+    let (claimed, cursor) = claim_round_ahead(&mut conn, 1, 9, cursor.as_deref()).await;
+    assert_eq!(claimed, [b[1], a[2], b[2], a[3], b[3], a[4], b[4]]);
+    assert_eq!(cursor.as_deref(), Some("b"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,7 +307,11 @@ async fn jobs_of_a_fair_kind_without_a_key_still_run() {
     .execute(&db.pool)
     .await
     .unwrap();
-    enqueue_tenant_tasks(&db, "new", 3).await;
+    let args = (0..3).map(|n| tenant_task::Args {
+        tenant: "new".to_owned(),
+        n,
+    });
+    tenant_task::enqueue_many(&db.pool, args).await.unwrap();
     let worker = start_worker(&db.pool, &["tenant_task"], fast_config());
     db.wait_for_count(
         "every job done",

@@ -8,7 +8,7 @@ use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
 use jobs::WorkerConfig;
 
 use crate::support::{fast_config, start_worker, Db};
-use crate::test_jobs::{send_receipt, waits_for_release};
+use crate::test_jobs::{send_receipt, tenant_task, waits_for_release};
 
 /// The slots of the workers below.
 const CONCURRENCY: usize = 2;
@@ -56,10 +56,29 @@ async fn a_backlog_of_short_jobs_is_claimed_ahead_of_the_free_slots() {
     let jobs = 3_000;
     let args = (0..jobs).map(|order_id| send_receipt::Args { order_id });
     send_receipt::enqueue_many(&db.pool, args).await.unwrap();
+    assert_drained_with_claims_ahead(&db, "send_receipt", jobs).await;
+}
+
+/// A fair kind's claims take turns between its keys for the jobs claimed ahead too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_a_fair_kind_is_claimed_ahead_of_the_free_slots() {
+    let db = Db::new().await;
+    let jobs = 3_000;
+    let args = (0..jobs).map(|n| tenant_task::Args {
+        tenant: format!("tenant {}", n % 30),
+        n: u32::try_from(n).unwrap(),
+    });
+    tenant_task::enqueue_many(&db.pool, args).await.unwrap();
+    assert_drained_with_claims_ahead(&db, "tenant_task", jobs).await;
+}
+
+/// Drains the `jobs` jobs of `kind` enqueued in `db` with a worker that claims ahead, and checks
+/// that its claims took jobs ahead of its free slots and that every job ran once.
+async fn assert_drained_with_claims_ahead(db: &Db, kind: &'static str, jobs: i64) {
     let pool = db.other_pool(10).await;
     let config = draining_config();
     let claim_ahead = i64::try_from(config.claim_ahead).unwrap();
-    let worker = start_worker(&pool, &["send_receipt"], config);
+    let worker = start_worker(&pool, &[kind], config);
     db.wait_for_count(
         "every job done",
         "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
@@ -68,7 +87,7 @@ async fn a_backlog_of_short_jobs_is_claimed_ahead_of_the_free_slots() {
     .await;
     worker.shutdown().await.unwrap();
     let claims = claims_run(&pool).await;
-    println!("{claims} claims for {jobs} jobs at concurrency {CONCURRENCY}");
+    println!("{claims} claims for {jobs} jobs of {kind} at concurrency {CONCURRENCY}");
     // Claims of the free slots alone would be at least one per CONCURRENCY jobs.
     assert!(
         claims <= jobs / (claim_ahead / 2),

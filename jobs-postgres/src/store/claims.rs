@@ -89,21 +89,38 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// attempt: on its last attempt that would make it dead without ever running. The claim takes a
 /// prefix of the order, so the next claim, starting where this one ended, skips no job; the
 /// job it stopped at stays locked until the claim commits.
+///
+/// `$order` is the claim order over `candidates` (by default the ready index's), `$columns` the
+/// columns of `candidates` that `claimable` keeps (by default the id), and `$most` a condition
+/// on `place` bounding how many it takes, when `candidates` may hold more (by default none).
 macro_rules! claimed_prefix {
     ($free:literal) => {
+        claimed_prefix!($free, "priority DESC, run_at, id", "id", "")
+    };
+    ($free:literal, $order:literal, $columns:literal, $most:literal) => {
         concat!(
             "
 claimable AS (
-    SELECT id FROM (
-        SELECT id, bool_and(spare OR place <= (SELECT ",
+    SELECT ",
+            $columns,
+            " FROM (
+        SELECT ",
+            $columns,
+            ", place, bool_and(spare OR place <= (SELECT ",
             $free,
             "::bigint)) OVER (ORDER BY place) AS taken
         FROM (
-            SELECT id, spare, row_number() OVER (ORDER BY priority DESC, run_at, id) AS place
+            SELECT ",
+            $columns,
+            ", spare, row_number() OVER (ORDER BY ",
+            $order,
+            ") AS place
             FROM candidates
         ) AS ordered
     ) AS prefix
-    WHERE taken
+    WHERE taken",
+            $most,
+            "
 )"
         )
     };
@@ -297,6 +314,47 @@ macro_rules! key_after_in_ring {
     };
 }
 
+/// The first due job of kind `$2` ready in queue `$1` whose fairness key follows `$after` (an
+/// SQL expression) in the ring of the keys, locked (`FOR UPDATE SKIP LOCKED`), as a row of
+/// `key`, `id` and `spare` (whether it has an attempt to spare): the first job, in the key's
+/// claim order (priority, `run_at`, id), of the first key after `$after` in key order, or, past
+/// the last key (or when `$after` is null), of the first key. `$guards` adds conditions to both
+/// scans. Each scan is one descent of `jobs_queue_ready_fair`: the jobs of a key are never walked
+/// to find the next key, though a descent passes the entries of the jobs claimed since the last
+/// vacuum, those locked by other claims, and those of a key whose ready jobs are all scheduled
+/// for later. (Each scan sits in a subquery of its own: PostgreSQL locks no rows directly under
+/// a `UNION`.)
+macro_rules! first_job_in_ring {
+    ($after:literal, $guards:expr) => {
+        concat!(
+            "SELECT * FROM (
+            SELECT fair_key AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
+              AND fair_key > ",
+            $after,
+            " AND run_at <= now()",
+            $guards,
+            "
+            ORDER BY fair_key, priority DESC, run_at, id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        ) AS after_key
+        UNION ALL
+        SELECT * FROM (
+            SELECT fair_key AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
+              AND run_at <= now()",
+            $guards,
+            "
+            ORDER BY fair_key, priority DESC, run_at, id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        ) AS from_first_key
+        LIMIT 1"
+        )
+    };
+}
+
 /// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
 /// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
 /// previous claim took a job of (null at first). Returns what [`CLAIM_JOBS`] returns, and on
@@ -304,61 +362,83 @@ macro_rules! key_after_in_ring {
 /// next one goes on.
 ///
 /// The keys are visited in their order as a ring, starting after `$5` and wrapping around to
-/// the first: up to `$3` keys that have due jobs, each found by one descent of the index
-/// `jobs_queue_ready_fair` (a loose index scan: the jobs of a key are never walked to find the
-/// next; `OFFSET 0` keeps PostgreSQL from evaluating the descent once per use of its result).
-/// The descent does pass the entries of the key's jobs claimed since the last vacuum. Each visited key offers its first jobs in claim order (priority, `run_at`, id), as many
-/// as `$3` shared between the keys visited, rounded up; the claim takes them turn by turn, the
-/// first job of every key, then the second, up to `$3`. So a key with 100,000 jobs and a key
-/// with 10 share a claim evenly, and a key alone takes every free slot. The jobs offered beyond
-/// those taken (fewer than the keys visited) stay locked until the claim commits.
+/// the first: up to `$3` keys that have due jobs, each visit one descent of the index
+/// `jobs_queue_ready_fair` that finds the next key and locks its first job
+/// ([`first_job_in_ring!`]). Each visited key offers its first jobs in claim order (priority,
+/// `run_at`, id), as many as `$3` shared between the keys visited, rounded up: beyond its first,
+/// found by one more descent, only when the keys visited are fewer than `$3`. The claim takes
+/// them turn by turn, the first job of every key, then the second, up to `$3`. So a key with
+/// 100,000 jobs and a key with 10 share a claim evenly, and a key alone takes every free slot. Of
+/// the jobs beyond the first `$6` in that turn order (the free slots; the rest are claimed ahead
+/// of them), it takes those before the first on its last attempt ([`claimed_prefix!`]), which
+/// the next claim, going on after the key of the last job taken, offers first. The rows come in
+/// that turn order. The jobs offered beyond those taken stay locked until the claim commits.
 ///
 /// Like the other claims, the claim commits without waiting for its WAL to be flushed, and claims
 /// nothing while queue `$1` is paused.
 pub const CLAIM_FAIR_JOBS: &str = concat!(
     "
 WITH RECURSIVE ring AS (
-    SELECT first.key, first.key AS start, 1 AS visited
-    FROM (SELECT ",
-    key_after_in_ring!("fair_key", "$1", "$2", "now()", "$5"),
-    " AS key OFFSET 0) AS first
-    WHERE first.key IS NOT NULL AND ",
-    queue_not_paused!("$1"),
+    SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited
+    FROM (
+        ",
+    first_job_in_ring!(
+        "$5",
+        concat!(
+            "
+              AND ",
+            queue_not_paused!("$1"),
+            "
+              AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
+        )
+    ),
     "
+    ) AS first
     UNION ALL
-    SELECT next.key, ring.start, ring.visited + 1
+    SELECT next.key, next.id, next.spare, ring.start, ring.visited + 1
     FROM ring
-    CROSS JOIN LATERAL (SELECT ",
-    key_after_in_ring!("fair_key", "$1", "$2", "now()", "ring.key"),
-    " AS key OFFSET 0) AS next
+    CROSS JOIN LATERAL (
+        ",
+    first_job_in_ring!("ring.key", ""),
+    "
+    ) AS next
     WHERE ring.visited < $3 AND next.key <> ring.start
 ), share AS (
     SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
-), claimable AS (
-    SELECT offered.id, ring.key, ring.visited, offered.turn
+), candidates AS (
+    SELECT id, key, visited, 1::bigint AS turn, spare FROM ring
+    UNION ALL
+    SELECT more.id, ring.key, ring.visited, more.turn, more.spare
     FROM ring
     CROSS JOIN LATERAL (
-        SELECT locked.id,
-               row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id) AS turn
+        SELECT locked.id, locked.spare,
+               1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
+                 AS turn
         FROM (
-            SELECT id, priority, run_at FROM jobs_queue
+            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
             WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key = ring.key
-              AND run_at <= now()
-              AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+              AND run_at <= now() AND id <> ring.id
             ORDER BY priority DESC, run_at, id
-            LIMIT (SELECT jobs FROM share)
+            LIMIT (SELECT jobs - 1 FROM share)
             FOR UPDATE SKIP LOCKED
         ) AS locked
-    ) AS offered
-    ORDER BY offered.turn, ring.visited
-    LIMIT (SELECT $3::bigint)
-), claimed AS (",
+    ) AS more
+),",
+    claimed_prefix!(
+        "$6",
+        "turn, visited",
+        "id, key, turn, visited",
+        " AND place <= (SELECT $3::bigint)"
+    ),
+    ", claimed AS (",
     claimed_jobs!("$4::float8"),
     "
 )
 SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
                   AS fair_cursor
-FROM claimed"
+FROM claimed
+JOIN claimable USING (id)
+ORDER BY claimable.turn, claimable.visited"
 );
 
 /// Takes the advisory lock that serializes the claims of kind `$1`, which has a limit on its
@@ -933,11 +1013,14 @@ struct FairClaimedJob {
     fair_cursor: Option<String>,
 }
 
-/// Claims up to `limit` ready jobs of `kind`, which has a fairness key, from `queue`, each
-/// leased for `lease`: round-robin across the jobs' keys, going on after `cursor` (the last key
-/// the previous claim took a job of), which it moves to the last key this claim took one of.
+/// Claims `count.free` ready jobs of `kind`, which has a fairness key, from `queue`, and up to
+/// `count.ahead` more, each leased for `lease`: round-robin across the jobs' keys, going on
+/// after `cursor` (the last key the previous claim took a job of), which it moves to the last
+/// key this claim took one of. The jobs claimed ahead stop before the first job on its last
+/// attempt in the claim's turn order. Returns the jobs in that order, the first `count.free` to
+/// start now.
 ///
-/// When a round comes back with fewer jobs than asked for (its keys had fewer jobs than their
+/// When a round comes back without filling the free slots (its keys had fewer jobs than their
 /// share), another round takes the rest, after the key the last one ended at. When a round comes
 /// back empty, the rest are claimed the usual way, oldest first: the jobs of the kind without a
 /// key (enqueued before the kind declared one) are claimed that way, once no keyed job is due.
@@ -946,30 +1029,30 @@ pub async fn claim_fair(
     queue: &str,
     kind: &'static str,
     lease: Duration,
-    limit: usize,
+    count: ClaimCount,
     cursor: &mut Option<String>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let limit = count.free.saturating_add(count.ahead);
     let mut jobs: Vec<ClaimedJob> = Vec::new();
-    while jobs.len() < limit {
+    // Once the free slots are filled, a round that took fewer than asked ran out of jobs
+    // ahead, or stopped at a job on its last attempt: another would stop there again.
+    while jobs.len() < count.free {
+        let rest = ClaimCount {
+            free: count.free - jobs.len(),
+            ahead: limit - count.free,
+        };
         let rows: Vec<FairClaimedJob> = sqlx::query_as(CLAIM_FAIR_JOBS)
             .bind(queue)
             .bind(kind)
-            .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
+            .bind(i64::try_from(rest.free + rest.ahead).unwrap_or(i64::MAX))
             .bind(lease.as_secs_f64())
             .bind(cursor.as_deref())
+            .bind(i64::try_from(rest.free).unwrap_or(i64::MAX))
             .fetch_all(&mut *connection)
             .await?;
         let Some(last) = rows.first().map(|row| row.fair_cursor.clone()) else {
             // No keyed job left to take: the rest oldest first.
-            let rest = claim(
-                &mut *connection,
-                queue,
-                &[kind],
-                &[lease],
-                limit - jobs.len(),
-                None,
-            )
-            .await?;
+            let rest = claim_ahead(&mut *connection, queue, &[kind], &[lease], rest, None).await?;
             jobs.extend(rest);
             break;
         };

@@ -88,13 +88,13 @@ pub enum Claim {
 }
 
 impl Claim {
-    /// Claims up to `count` jobs (only a queue's claims take jobs ahead of the free slots; the
-    /// others take as many in all), from the front of the claim order or `from` a place in it
-    /// (a limited kind's claims always start at the front); the claims of a fair kind or a kind
-    /// with a per-key limit go on after the key `round` ended at, and move it. Claims run on
-    /// the connection `held`, taken from the pool when there is none, and dropped on an error
-    /// (see [`HeldConnection`]). Returns, with the claim, when its statement was sent: the
-    /// leases it took cannot have begun before then.
+    /// Claims up to `count` jobs (a queue's and a fair kind's claims take jobs ahead of the free
+    /// slots; a limited kind's take as many in all), from the front of the claim order or `from`
+    /// a place in it (a limited kind's claims always start at the front); the claims of a fair
+    /// kind or a kind with a per-key limit go on after the key `round` ended at, and move it.
+    /// Claims run on the connection `held`, taken from the pool when there is none, and dropped
+    /// on an error (see [`HeldConnection`]). Returns, with the claim, when its statement was
+    /// sent: the leases it took cannot have begun before then.
     async fn claim(
         &self,
         shared: &Shared,
@@ -108,7 +108,7 @@ impl Claim {
         let wanted = count.free + count.ahead;
         let claimed = match self {
             Claim::Fair { kind, queue, lease } => {
-                store::claim_fair(connection, queue, kind, *lease, wanted, &mut round.cursor)
+                store::claim_fair(connection, queue, kind, *lease, count, &mut round.cursor)
                     .await
                     .map(|jobs| LimitedClaim {
                         jobs,
@@ -260,12 +260,12 @@ pub async fn produce(
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
     let mut held = HeldConnection::default();
-    // Jobs claimed ahead of free slots, and how many a claim may take ahead (only a plain
-    // queue's: a limited or fair kind's claims count what runs, and take turns).
+    // Jobs claimed ahead of free slots, and how many a claim may take ahead (a queue's or a
+    // fair kind's: a limited kind's claims count what runs).
     let mut read_ahead = ReadAhead::default();
     let claim_ahead = match plan.claim {
-        Claim::Queue { .. } => shared.config.claim_ahead,
-        Claim::Fair { .. } | Claim::KeyLimited { .. } | Claim::Limited { .. } => 0,
+        Claim::Queue { .. } | Claim::Fair { .. } => shared.config.claim_ahead,
+        Claim::KeyLimited { .. } | Claim::Limited { .. } => 0,
     };
     // How many jobs the next claim takes beyond the free slots: as many as the slots started
     // within the read-ahead span at the pace of the last claim's jobs, once they all ended
