@@ -380,35 +380,43 @@ async fn claims_keep_one_plan_per_connection() {
     }
 }
 
-/// [`check_plans`] of [`sql::CLAIM_FAIR_JOBS`], a claim of up to 16 `tenant_task` jobs from
-/// queue `default` going on after `cursor`; returns the rows each plan took.
-async fn check_fair_claim(db: &Db, cursor: Option<&str>) -> [i64; 2] {
+/// [`check_plans`] of [`sql::CLAIM_FAIR_JOBS`], a claim of `wanted` `tenant_task` jobs, 16 for
+/// free slots and the rest ahead of them, from queue `default` going on after `cursor`, allowed
+/// [`MAX_BUFFERS`] per 16 jobs; returns the rows each plan took.
+async fn check_fair_claim(db: &Db, cursor: Option<&str>, wanted: i64) -> [i64; 2] {
     let explain = explain_analyze(sql::CLAIM_FAIR_JOBS);
     let query = sqlx::query_scalar(&explain)
         .bind("default")
         .bind("tenant_task")
-        .bind(16_i64)
+        .bind(wanted)
         .bind(30.0_f64)
         .bind(cursor)
         .bind(16_i64);
     let arguments = [
         "'default'".to_string(),
         "'tenant_task'".to_string(),
-        "16".to_string(),
+        wanted.to_string(),
         "30.0".to_string(),
         cursor.map_or_else(|| "NULL::text".to_string(), |cursor| format!("'{cursor}'")),
         "16".to_string(),
     ];
     let name = match cursor {
-        None => "CLAIM_FAIR_JOBS (from the first key)".to_string(),
-        Some(cursor) => format!("CLAIM_FAIR_JOBS (after key {cursor})"),
+        None => format!("CLAIM_FAIR_JOBS of {wanted} (from the first key)"),
+        Some(cursor) => format!("CLAIM_FAIR_JOBS of {wanted} (after key {cursor})"),
     };
-    check_plans(db, &name, sql::CLAIM_FAIR_JOBS, query, &arguments).await
+    let max_buffers = MAX_BUFFERS * ((wanted + 15) / 16);
+    let custom = plan_of(db, &name, query).await;
+    let generic = generic_plan_of(db, &name, sql::CLAIM_FAIR_JOBS, &arguments).await;
+    [
+        check_within(&name, &custom, max_buffers),
+        check_within(&format!("{name} (generic plan)"), &generic, max_buffers),
+    ]
 }
 
 /// A fair claim walks keys, one descent each, not their jobs: with 1,000 tenants of 100 due
 /// jobs each, a tenant of 100,000, and the foreign backlog (another kind's keyed jobs among
-/// them), a claim of 16 reads a few pages, wherever its round starts.
+/// them), a claim of 16 reads a few pages, wherever its round starts, and a claim of 144 (128
+/// of them ahead of the free slots) reads in proportion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_claim_walks_keys_not_jobs() {
     let db = backlog_of_another_kind().await;
@@ -426,7 +434,8 @@ async fn a_fair_claim_walks_keys_not_jobs() {
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
     for cursor in [None, Some("tenant 0500"), Some("tenant flood")] {
-        assert_eq!(check_fair_claim(&db, cursor).await, [16, 16]);
+        assert_eq!(check_fair_claim(&db, cursor, 16).await, [16, 16]);
+        assert_eq!(check_fair_claim(&db, cursor, 144).await, [144, 144]);
     }
 }
 
@@ -465,14 +474,16 @@ async fn a_fair_claim_keeps_one_plan_per_connection() {
     );
 }
 
-/// [`check_plans`] of [`sql::CLAIM_KEY_LIMITED_JOBS`], a claim of up to 16 `per_merchant` jobs
-/// from queue `default` with at most 2 running per key, `max_running` in all, going on after
-/// `cursor`; returns the rows each plan took.
+/// [`check_plans`] of [`sql::CLAIM_KEY_LIMITED_JOBS`], a claim of up to `wanted` `per_merchant`
+/// jobs, 16 for free slots and the rest ahead of them, from queue `default` with at most 2
+/// running per key, `max_running` in all, going on after `cursor`, allowed its buffers per 16
+/// jobs; returns the rows each plan took.
 async fn check_key_limited_claim(
     db: &Db,
     max_running: Option<i64>,
     cursor: Option<&str>,
     rate_per_key: Option<(i32, f64)>,
+    wanted: i64,
 ) -> [i64; 2] {
     // Under a per-key rate limit, each key visited costs one more probe (of its row of starts),
     // each key started a rewrite of it, and the claim deletes rows the window left behind.
@@ -480,12 +491,12 @@ async fn check_key_limited_claim(
         MAX_BUFFERS + 300
     } else {
         MAX_BUFFERS
-    };
+    } * ((wanted + 15) / 16);
     let explain = explain_analyze(sql::CLAIM_KEY_LIMITED_JOBS);
     let query = sqlx::query_scalar(&explain)
         .bind("per_merchant")
         .bind("default")
-        .bind(16_i64)
+        .bind(wanted)
         .bind(max_running)
         .bind(30.0_f64)
         .bind(None::<i32>)
@@ -493,11 +504,12 @@ async fn check_key_limited_claim(
         .bind(2_i64)
         .bind(cursor)
         .bind(rate_per_key.map(|(jobs, _)| jobs))
-        .bind(rate_per_key.map(|(_, window)| window));
+        .bind(rate_per_key.map(|(_, window)| window))
+        .bind(16_i64);
     let arguments = [
         "'per_merchant'".to_string(),
         "'default'".to_string(),
-        "16".to_string(),
+        wanted.to_string(),
         literal(max_running, "bigint"),
         "30.0".to_string(),
         "NULL::integer".to_string(),
@@ -506,9 +518,10 @@ async fn check_key_limited_claim(
         cursor.map_or_else(|| "NULL::text".to_string(), |cursor| format!("'{cursor}'")),
         literal(rate_per_key.map(|(jobs, _)| jobs), "integer"),
         literal(rate_per_key.map(|(_, window)| window), "float8"),
+        "16".to_string(),
     ];
     let name = format!(
-        "CLAIM_KEY_LIMITED_JOBS (after {}, running limit {}, rate per key {})",
+        "CLAIM_KEY_LIMITED_JOBS of {wanted} (after {}, running limit {}, rate per key {})",
         cursor.unwrap_or("no key"),
         literal(max_running, "bigint"),
         literal(rate_per_key.map(|(jobs, _)| jobs), "integer"),
@@ -524,7 +537,8 @@ async fn check_key_limited_claim(
 /// A claim under a per-key limit walks keys, one descent each, passing over the keys whose
 /// running jobs fill their limit (one descent each), not their jobs: with 1,000 merchants of 100
 /// due jobs each, the first 20 of them full (2 running each), and the foreign backlog, a claim of
-/// 16 reads a few pages, wherever its round starts.
+/// 16 reads a few pages, wherever its round starts, and a claim of 144 (128 of them ahead of the
+/// free slots) reads in proportion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     let db = backlog_of_another_kind().await;
@@ -548,17 +562,21 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     db.execute("VACUUM ANALYZE jobs_queue").await;
     for cursor in [None, Some("merchant 0500"), Some("merchant 0999")] {
         assert_eq!(
-            check_key_limited_claim(&db, None, cursor, None).await,
+            check_key_limited_claim(&db, None, cursor, None, 16).await,
             [16, 16]
+        );
+        assert_eq!(
+            check_key_limited_claim(&db, None, cursor, None, 144).await,
+            [144, 144]
         );
     }
     assert_eq!(
-        check_key_limited_claim(&db, Some(1_000), None, None).await,
+        check_key_limited_claim(&db, Some(1_000), None, None, 16).await,
         [16, 16]
     );
     // A running limit the running jobs fill: nothing to walk (one row without a job).
     assert_eq!(
-        check_key_limited_claim(&db, Some(40), None, None).await,
+        check_key_limited_claim(&db, Some(40), None, None, 16).await,
         [1, 1]
     );
     // A per-key rate limit of 10 an hour: 500 merchants started jobs in the last half hour, the
@@ -581,7 +599,7 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     .await;
     db.execute("VACUUM ANALYZE jobs_key_rate_limits").await;
     assert_eq!(
-        check_key_limited_claim(&db, None, None, Some((10, 3_600.0))).await,
+        check_key_limited_claim(&db, None, None, Some((10, 3_600.0)), 16).await,
         [16, 16]
     );
     // What `jobs stats` reads of the per-key limits: the waiting jobs of the 30 keys at a limit,
@@ -610,7 +628,7 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     .await;
     db.execute("VACUUM ANALYZE jobs_key_rate_limits").await;
     assert_eq!(
-        check_key_limited_claim(&db, None, None, Some((10, 3_600.0))).await,
+        check_key_limited_claim(&db, None, None, Some((10, 3_600.0)), 16).await,
         [1, 1]
     );
 }
@@ -650,6 +668,7 @@ async fn a_per_key_limited_claim_keeps_one_plan_per_connection() {
             .bind(cursor.as_deref())
             .bind(None::<i32>)
             .bind(None::<f64>)
+            .bind(limit)
             .fetch_all(&mut *transaction)
             .await
             .unwrap();

@@ -1,6 +1,7 @@
 //! Per-key limits: at most N jobs of a kind with the same limit key run at once, across every
 //! worker, while the other keys' jobs go on.
 
+use jobs::postgres::__private::store::{claim_key_limited, ClaimCount, ClaimLimits, KeyRound};
 use jobs::{RegistryError, Worker, WorkerError, WorkerHandle};
 
 use crate::support::{fast_config, refusal, start_worker, Db};
@@ -253,7 +254,6 @@ async fn stats_show_the_keys_at_their_limit_and_the_jobs_they_hold_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
-    use jobs::postgres::__private::store::{claim_key_limited, ClaimLimits, KeyRound};
     let db = Db::new().await;
     // Merchant a has a backlog; b and c one job each. Under a limit of 5 per merchant, a claim
     // of 8 shares 3 per key in its first round (a 3, b 1, c 1): a's 2 more come in a second.
@@ -274,7 +274,7 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
         &mut db.pool.acquire().await.unwrap(),
         "per_merchant",
         "default",
-        8,
+        ClaimCount { free: 8, ahead: 0 },
         limits,
         std::time::Duration::from_secs(30),
         &mut round,
@@ -297,6 +297,55 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
         ]
     );
     assert!(claim.held_back, "a's other jobs wait on its limit");
+}
+
+/// A per-key limited claim takes the jobs for the free slots whatever their attempts, but the
+/// jobs it claims ahead of them, in turn order, stop before the first job on its last attempt,
+/// and count against the keys' limits from their claim. The jobs come in turn order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_ahead_stop_before_a_job_on_its_last_attempt_and_count_against_the_limit() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'default', '{}', 8, key
+         FROM unnest(ARRAY['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']) AS key",
+    )
+    .await;
+    let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    let (a, b) = ids.split_at(4);
+    sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
+        .bind(b[1])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let limits = ClaimLimits {
+        max_running: None,
+        rate_limit: None,
+        max_running_per_key: Some(3),
+        rate_limit_per_key: None,
+    };
+    let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
+    let mut conn = db.pool.acquire().await.unwrap();
+    let count = ClaimCount { free: 1, ahead: 7 };
+    let lease = std::time::Duration::from_secs(30);
+    let mut claim_ids = async || {
+        let claim = claim_key_limited(
+            &mut conn,
+            "per_merchant",
+            "default",
+            count,
+            limits,
+            lease,
+            &mut round,
+        );
+        let jobs = claim.await.unwrap().jobs;
+        jobs.iter().map(|job| job.id).collect::<Vec<i64>>()
+    };
+    // One for the free slot, then ahead, turn by turn, up to b's second job.
+    assert_eq!(claim_ids().await, [a[0], b[0], a[1]]);
+    // From b on: its second job for the free slot, then ahead as far as the limit of 3 running
+    // per key lets: the jobs claimed ahead count as running.
+    assert_eq!(claim_ids().await, [b[1], a[2], b[2]]);
 }
 
 /// The most jobs of one limit key started in any window of `window_ms`, from the rows' start

@@ -8,7 +8,7 @@ use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
 use jobs::WorkerConfig;
 
 use crate::support::{fast_config, start_worker, Db};
-use crate::test_jobs::{send_receipt, tenant_task, waits_for_release};
+use crate::test_jobs::{merchant_task, send_receipt, tenant_task, waits_for_release};
 
 /// The slots of the workers below.
 const CONCURRENCY: usize = 2;
@@ -70,6 +70,20 @@ async fn a_backlog_of_a_fair_kind_is_claimed_ahead_of_the_free_slots() {
     });
     tenant_task::enqueue_many(&db.pool, args).await.unwrap();
     assert_drained_with_claims_ahead(&db, "tenant_task", jobs).await;
+}
+
+/// A kind with a per-key running limit (and no rate limit) claims ahead too: the jobs claimed
+/// ahead count against the limit from their claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_a_per_key_limited_kind_is_claimed_ahead_of_the_free_slots() {
+    let db = Db::new().await;
+    let jobs = 3_000;
+    let args = (0..jobs).map(|n| merchant_task::Args {
+        merchant: format!("merchant {}", n % 200),
+        n: u32::try_from(n).unwrap(),
+    });
+    merchant_task::enqueue_many(&db.pool, args).await.unwrap();
+    assert_drained_with_claims_ahead(&db, "merchant_task", jobs).await;
 }
 
 /// Drains the `jobs` jobs of `kind` enqueued in `db` with a worker that claims ahead, and checks

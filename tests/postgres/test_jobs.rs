@@ -329,6 +329,13 @@ pub async fn per_merchant(
     Ok(())
 }
 
+/// Does nothing, with at most 2 running per merchant across all workers.
+#[job(limit_key = "<merchant>", max_running_per_key = 2)]
+pub async fn merchant_task(merchant: String, n: u32) -> JobResult {
+    let _ = (merchant, n);
+    Ok(())
+}
+
 /// Records each run, with at most 3 started per merchant in any 300 ms across all workers.
 #[job(limit_key = "<merchant>", rate_limit_per_key = "3/300ms")]
 pub async fn per_merchant_rated(

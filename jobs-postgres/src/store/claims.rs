@@ -91,13 +91,14 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
 /// job it stopped at stays locked until the claim commits.
 ///
 /// `$order` is the claim order over `candidates` (by default the ready index's), `$columns` the
-/// columns of `candidates` that `claimable` keeps (by default the id), and `$most` a condition
-/// on `place` bounding how many it takes, when `candidates` may hold more (by default none).
+/// columns of `candidates` that `claimable` keeps (by default the id), and `$and_within` an SQL
+/// fragment ` AND place <= ...` bounding how many it takes, when `candidates` may hold more
+/// (by default empty).
 macro_rules! claimed_prefix {
     ($free:literal) => {
         claimed_prefix!($free, "priority DESC, run_at, id", "id", "")
     };
-    ($free:literal, $order:literal, $columns:literal, $most:literal) => {
+    ($free:literal, $order:literal, $columns:literal, $and_within:literal) => {
         concat!(
             "
 claimable AS (
@@ -119,7 +120,7 @@ claimable AS (
         ) AS ordered
     ) AS prefix
     WHERE taken",
-            $most,
+            $and_within,
             "
 )"
         )
@@ -262,13 +263,13 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(
     "$5"
 );
 
-/// The key in column `$column` (`fair_key`, `limit_key`) that follows `$after` (an SQL
-/// expression) in the ring of the keys with a due job (by the time `$now`) of kind `$kind` ready
-/// in queue `$queue`: the first key after `$after` in key order, or, past the last one (or when
-/// `$after` is null), the first key. Each is one descent of the column's partial ready index
-/// (`jobs_queue_ready_fair`, `jobs_queue_ready_limit_key`): the jobs of a key are never walked to
-/// find the next, though each descent passes the entries of the key's jobs claimed since the
-/// last vacuum, and those of a key whose ready jobs are all scheduled for later.
+/// The key in column `$column` (`limit_key`) that follows `$after` (an SQL expression) in the
+/// ring of the keys with a due job (by the time `$now`) of kind `$kind` ready in queue `$queue`:
+/// the first key after `$after` in key order, or, past the last one (or when `$after` is null),
+/// the first key. Each is one descent of the column's partial ready index
+/// (`jobs_queue_ready_limit_key`): the jobs of a key are never walked to find the next, though
+/// each descent passes the entries of the key's jobs claimed since the last vacuum, and those of
+/// a key whose ready jobs are all scheduled for later.
 macro_rules! key_after_in_ring {
     ($column:literal, $queue:literal, $kind:literal, $now:literal, $after:literal) => {
         concat!(
@@ -654,7 +655,10 @@ macro_rules! key_room {
 /// full, the next claim goes on after the last key this one visited. Each key with room offers its first jobs in claim order,
 /// no more than its room, and as many as the claim may take shared between those keys, rounded
 /// up; the claim takes them turn by turn, the first job of every key, then the second. So the
-/// keys take turns, and a key with a backlog never holds back the others.
+/// keys take turns, and a key with a backlog never holds back the others. Of the jobs beyond the
+/// first `$12` in that turn order (the free slots; the rest are claimed ahead of them), it takes
+/// those before the first on its last attempt ([`claimed_prefix!`]). The rows come in that turn
+/// order.
 ///
 /// Under a per-key rate limit, the starts of each key live in its row of
 /// `jobs_key_rate_limits`, kept and recorded as [`CLAIM_LIMITED_JOBS`] keeps a kind's (per 1/64
@@ -702,14 +706,14 @@ WITH RECURSIVE ",
 ), share AS (
     SELECT ceil((SELECT jobs FROM room)::numeric / greatest(count(*), 1))::bigint AS jobs
     FROM open_keys
-), claimable AS (
-    SELECT offered.id, open_keys.key, open_keys.visited, offered.turn
+), candidates AS (
+    SELECT offered.id, open_keys.key, open_keys.visited, offered.turn, offered.spare
     FROM open_keys
     CROSS JOIN LATERAL (
-        SELECT locked.id,
+        SELECT locked.id, locked.spare,
                row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id) AS turn
         FROM (
-            SELECT id, priority, run_at FROM jobs_queue
+            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
             WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key = open_keys.key
               AND run_at <= statement_timestamp()
             ORDER BY priority DESC, run_at, id
@@ -717,9 +721,14 @@ WITH RECURSIVE ",
             FOR UPDATE SKIP LOCKED
         ) AS locked
     ) AS offered
-    ORDER BY offered.turn, open_keys.visited
-    LIMIT (SELECT jobs FROM room)
-), claimed AS (",
+),",
+    claimed_prefix!(
+        "$12",
+        "turn, visited",
+        "id, key, turn, visited",
+        " AND place <= (SELECT jobs FROM room)"
+    ),
+    ", claimed AS (",
     claimed_jobs!("$5", "statement_timestamp()"),
     "
 ), ",
@@ -763,7 +772,8 @@ WITH RECURSIVE ",
 SELECT claimed.*, round_end.key AS key_cursor
 FROM (SELECT coalesce((SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1),
                       (SELECT key FROM ring ORDER BY visited DESC LIMIT 1)) AS key) AS round_end
-LEFT JOIN claimed ON true"
+LEFT JOIN (claimed JOIN claimable USING (id)) ON true
+ORDER BY claimable.turn, claimable.visited"
 );
 
 /// Whether a due job of kind `$1` with a limit key is ready in queue `$2`: after a claim of a
@@ -1018,12 +1028,14 @@ struct FairClaimedJob {
 /// after `cursor` (the last key the previous claim took a job of), which it moves to the last
 /// key this claim took one of. The jobs claimed ahead stop before the first job on its last
 /// attempt in the claim's turn order. Returns the jobs in that order, the first `count.free` to
-/// start now.
+/// start now; nothing when `count.free` is 0.
 ///
 /// When a round comes back without filling the free slots (its keys had fewer jobs than their
-/// share), another round takes the rest, after the key the last one ended at. When a round comes
-/// back empty, the rest are claimed the usual way, oldest first: the jobs of the kind without a
-/// key (enqueued before the kind declared one) are claimed that way, once no keyed job is due.
+/// share), another round takes the rest, after the key the last one ended at; jobs ahead that a
+/// round did not find are not looked for again. When a round comes back empty, the rest of the
+/// free slots' jobs are claimed the usual way, oldest first, none ahead: the jobs of the kind
+/// without a key (enqueued before the kind declared one) are claimed that way, once no keyed job
+/// is due.
 pub async fn claim_fair(
     connection: &mut PgConnection,
     queue: &str,
@@ -1051,8 +1063,9 @@ pub async fn claim_fair(
             .fetch_all(&mut *connection)
             .await?;
         let Some(last) = rows.first().map(|row| row.fair_cursor.clone()) else {
-            // No keyed job left to take: the rest oldest first.
-            let rest = claim_ahead(&mut *connection, queue, &[kind], &[lease], rest, None).await?;
+            // No keyed job left to take (or other claims hold them all): the free slots' jobs
+            // oldest first, none ahead, so that keyed jobs taken this way are few.
+            let rest = claim(&mut *connection, queue, &[kind], &[lease], rest.free, None).await?;
             jobs.extend(rest);
             break;
         };
@@ -1110,27 +1123,31 @@ pub struct ClaimLimits {
     pub rate_limit_per_key: Option<RateLimit>,
 }
 
-/// Claims up to `limit` ready jobs of `kind`, which has a per-key limit, from `queue`, each
-/// leased for `lease`, within `limits`: round-robin across the limit keys with room, going on
-/// after `round`'s cursor (the key of the last job the previous claim took), which it moves to
-/// the key of the last job this claim takes. One transaction: the kind's advisory lock, the claim, and, when
-/// the claim took fewer than `limit`, whether due jobs remain (held back) and, if so, when the
-/// kind's rate limit lets the next job start.
+/// Claims up to `count.free` ready jobs of `kind`, which has a per-key limit, from `queue`, and
+/// up to `count.ahead` more, each leased for `lease`, within `limits` (the jobs claimed ahead
+/// count against them from their claim: they are running): round-robin across the limit keys
+/// with room, going on after `round`'s cursor (the key of the last job the previous claim
+/// took), which it moves to the key of the last job this claim takes. The jobs claimed ahead
+/// stop before the first job on its last attempt in the claim's turn order. Returns the jobs in
+/// that order, the first `count.free` to start now. One transaction: the kind's advisory lock,
+/// the claim, and, when the claim left free slots empty, whether due jobs remain (held back)
+/// and, if so, when the kind's rate limit lets the next job start.
 ///
 /// Jobs of the kind without a limit key (enqueued before the kind declared one, or by a version
-/// of the application that did not declare it) are claimed, within the kind's own limits, when
-/// the claim took nothing and no job with a key is due, and otherwise by a claim that came back
-/// short at most every `round`'s interval: looking for them walks the ready index past the
-/// kind's keyed jobs, a cost paid at most that often.
+/// of the application that did not declare it) are claimed for the free slots, within the
+/// kind's own limits, when the claim took nothing and no job with a key is due, and otherwise
+/// by a claim that came back short at most every `round`'s interval: looking for them walks the
+/// ready index past the kind's keyed jobs, a cost paid at most that often.
 pub async fn claim_key_limited(
     connection: &mut PgConnection,
     kind: &str,
     queue: &str,
-    limit: usize,
+    count: ClaimCount,
     limits: ClaimLimits,
     lease: Duration,
     round: &mut KeyRound,
 ) -> Result<LimitedClaim, sqlx::Error> {
+    let limit = count.free.saturating_add(count.ahead);
     let queues = [queue.to_owned()];
     let mut transaction = connection.begin().await?;
     sqlx::query(LOCK_LIMITED_KIND)
@@ -1142,10 +1159,13 @@ pub async fn claim_key_limited(
         .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
     let rate_window = limits.rate_limit.map(|rate| rate.per().as_secs_f64());
     let mut jobs: Vec<ClaimedJob> = Vec::new();
-    // Rounds until the claim has what it asked for or a round takes nothing: a round whose keys
-    // could not use their whole share leaves room for the next. Each round counts this
-    // transaction's own claims, so the limits hold across rounds.
-    while jobs.len() < limit {
+    // Rounds until the free slots are filled or a round takes nothing: a round whose keys could
+    // not use their whole share leaves room for the next. Each round counts this transaction's
+    // own claims, so the limits hold across rounds. Once the free slots are filled, a round that
+    // took fewer than asked ran out of room or jobs ahead, or stopped at a job on its last
+    // attempt: another would stop there again.
+    while jobs.len() < count.free {
+        let free = count.free - jobs.len();
         let rows = sqlx::query(CLAIM_KEY_LIMITED_JOBS)
             .bind(kind)
             .bind(queue)
@@ -1166,6 +1186,7 @@ pub async fn claim_key_limited(
                     .rate_limit_per_key
                     .map(|rate| rate.per().as_secs_f64()),
             )
+            .bind(i64::try_from(free).unwrap_or(i64::MAX))
             .fetch_all(&mut *transaction)
             .await?;
         if let Some(row) = rows.first() {
@@ -1182,7 +1203,7 @@ pub async fn claim_key_limited(
             break;
         }
     }
-    if jobs.len() < limit {
+    if jobs.len() < count.free {
         let look_for_unkeyed = if round.unkeyed_look_due() {
             true
         } else if jobs.is_empty() {
@@ -1200,7 +1221,7 @@ pub async fn claim_key_limited(
             let unkeyed: Vec<ClaimedJob> = sqlx::query_as(CLAIM_UNKEYED_LIMITED_JOBS)
                 .bind(kind)
                 .bind(&queues[..])
-                .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
+                .bind(i64::try_from(count.free - jobs.len()).unwrap_or(i64::MAX))
                 .bind(limits.max_running.map(i64::from))
                 .bind(lease.as_secs_f64())
                 .bind(rate_jobs)
@@ -1214,7 +1235,7 @@ pub async fn claim_key_limited(
         &mut transaction,
         kind,
         &queues,
-        limit,
+        count.free,
         &jobs,
         limits.rate_limit,
     )

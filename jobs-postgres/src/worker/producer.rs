@@ -88,8 +88,25 @@ pub enum Claim {
 }
 
 impl Claim {
-    /// Claims up to `count` jobs (a queue's and a fair kind's claims take jobs ahead of the free
-    /// slots; a limited kind's take as many in all), from the front of the claim order or `from`
+    /// The most jobs its claims may take ahead of the free slots, when the worker's claims take
+    /// up to `claim_ahead`: a queue's, a fair kind's, and a per-key limited kind's without a rate
+    /// limit (the jobs it claims ahead count against its running limits from their claim, as
+    /// they are running) take that many; a kind with a rate limit (whose starts are counted at
+    /// the claim) and a kind-wide limited kind take none.
+    fn most_ahead(&self, claim_ahead: usize) -> usize {
+        match self {
+            Claim::Queue { .. } | Claim::Fair { .. } => claim_ahead,
+            Claim::KeyLimited { limits, .. }
+                if limits.rate_limit.is_none() && limits.rate_limit_per_key.is_none() =>
+            {
+                claim_ahead
+            }
+            Claim::KeyLimited { .. } | Claim::Limited { .. } => 0,
+        }
+    }
+
+    /// Claims up to `count` jobs (only a kind-wide limited kind's claims take as many in all,
+    /// none ahead of the free slots), from the front of the claim order or `from`
     /// a place in it (a limited kind's claims always start at the front); the claims of a fair
     /// kind or a kind with a per-key limit go on after the key `round` ended at, and move it.
     /// Claims run on the connection `held`, taken from the pool when there is none, and dropped
@@ -122,7 +139,7 @@ impl Claim {
                 limits,
                 lease,
             } => {
-                store::claim_key_limited(connection, kind, queue, wanted, *limits, *lease, round)
+                store::claim_key_limited(connection, kind, queue, count, *limits, *lease, round)
                     .await
             }
             Claim::Queue {
@@ -260,13 +277,9 @@ pub async fn produce(
     let mut busy = false;
     let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
     let mut held = HeldConnection::default();
-    // Jobs claimed ahead of free slots, and how many a claim may take ahead (a queue's or a
-    // fair kind's: a limited kind's claims count what runs).
+    // Jobs claimed ahead of free slots, and how many a claim may take ahead.
     let mut read_ahead = ReadAhead::default();
-    let claim_ahead = match plan.claim {
-        Claim::Queue { .. } | Claim::Fair { .. } => shared.config.claim_ahead,
-        Claim::KeyLimited { .. } | Claim::Limited { .. } => 0,
-    };
+    let claim_ahead = plan.claim.most_ahead(shared.config.claim_ahead);
     // How many jobs the next claim takes beyond the free slots: as many as the slots started
     // within the read-ahead span at the pace of the last claim's jobs, once they all ended
     // within the claim batch window; else none.
@@ -627,6 +640,46 @@ async fn handed_back(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_kinds_without_a_rate_limit_or_a_kind_wide_limit_claim_ahead() {
+        let lease = Duration::from_secs(30);
+        let per_key = |rate_limit, rate_limit_per_key| Claim::KeyLimited {
+            kind: "k",
+            queue: "default".into(),
+            limits: ClaimLimits {
+                max_running: Some(100),
+                rate_limit,
+                max_running_per_key: Some(2),
+                rate_limit_per_key,
+            },
+            lease,
+        };
+        let rate: RateLimit = "10/1s".parse().unwrap();
+        let queue = Claim::Queue {
+            queue: "default".into(),
+            kinds: vec!["k"],
+            leases: vec![lease],
+        };
+        let fair = Claim::Fair {
+            kind: "k",
+            queue: "default".into(),
+            lease,
+        };
+        let limited = Claim::Limited {
+            kind: "k",
+            queues: vec!["default".into()],
+            max_running: Some(2),
+            rate_limit: None,
+            lease,
+        };
+        assert_eq!(queue.most_ahead(128), 128);
+        assert_eq!(fair.most_ahead(128), 128);
+        assert_eq!(per_key(None, None).most_ahead(128), 128);
+        assert_eq!(per_key(Some(rate), None).most_ahead(128), 0);
+        assert_eq!(per_key(None, Some(rate)).most_ahead(128), 0);
+        assert_eq!(limited.most_ahead(128), 0);
+    }
 
     #[test]
     fn the_front_is_looked_at_every_second_while_looks_are_cheap() {
