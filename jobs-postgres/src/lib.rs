@@ -96,8 +96,8 @@ pub mod __private {
     /// The claim and outcome primitives the worker runs.
     pub mod store {
         pub use crate::store::claims::{
-            claim, claim_ahead, claim_key_limited, ClaimCount, ClaimLimits, ClaimPlace, ClaimedJob,
-            KeyRound,
+            claim, claim_ahead, claim_fair, claim_key_limited, ClaimCount, ClaimLimits, ClaimPlace,
+            ClaimedJob, KeyRound,
         };
         pub use crate::store::outcomes::{record_outcomes, Fenced, Outcome};
     }

@@ -3,12 +3,15 @@
 //! takes every free slot.
 
 use jobs::postgres::__private::sql;
+use jobs::postgres::__private::store::{
+    claim_fair, record_outcomes, ClaimCount, ClaimedJob, KeyRound, Outcome,
+};
 use jobs::{
     job, EncodeError, EnqueueError, JobResult, RegistryError, Worker, WorkerError, MAX_KEY_BYTES,
 };
 use sqlx::{PgConnection, Row};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::support::{fast_config, refusal, start_worker, Db};
 use crate::test_jobs::tenant_task;
@@ -257,6 +260,59 @@ async fn fair_claims_ahead_stop_before_a_job_on_its_last_attempt() {
     let (claimed, cursor) = claim_round_ahead(&mut conn, 1, 9, cursor.as_deref()).await;
     assert_eq!(claimed, [b[1], a[2], b[2], a[3], b[3], a[4], b[4]]);
     assert_eq!(cursor.as_deref(), Some("b"));
+}
+
+/// Jobs claimed ahead that are handed back (they waited too long for a slot) get their keys'
+/// turns first: the next round goes on after the key of the last job that started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_whose_jobs_were_handed_back_get_their_turns_first() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a", "a", "b", "b", "c", "c", "d", "d"]).await;
+    let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    let mut round = KeyRound::new(Duration::from_secs(3600));
+    let mut conn = db.pool.acquire().await.unwrap();
+    let lease = Duration::from_secs(30);
+    let ids_of = |jobs: &[ClaimedJob]| jobs.iter().map(|job| job.id).collect::<Vec<i64>>();
+
+    let count = ClaimCount { free: 1, ahead: 7 };
+    let claimed = claim_fair(
+        &mut conn,
+        "default",
+        "tenant_task",
+        lease,
+        count,
+        &mut round,
+    )
+    .await
+    .unwrap();
+    let turns = [
+        ids[0], ids[2], ids[4], ids[6], ids[1], ids[3], ids[5], ids[7],
+    ];
+    assert_eq!(ids_of(&claimed), turns);
+    // a's and b's first jobs started; the rest waited too long and went back.
+    let unstarted: Vec<Outcome> = claimed[2..]
+        .iter()
+        .map(|job| Outcome::unstarted(job.id, job.lease_token))
+        .collect();
+    record_outcomes(&db.pool, &unstarted).await.unwrap();
+    round.handed_back(2);
+
+    let count = ClaimCount { free: 2, ahead: 0 };
+    let next = claim_fair(
+        &mut conn,
+        "default",
+        "tenant_task",
+        lease,
+        count,
+        &mut round,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ids_of(&next),
+        [ids[4], ids[6]],
+        "c's and d's turns, then a's"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

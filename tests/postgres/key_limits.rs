@@ -62,7 +62,7 @@ async fn wait_for_merchant_done(db: &Db, merchant: &str, jobs: i64, what: &str) 
 /// rows: a job runs, for the database, from its claim (`attempted_at`) until its outcome is
 /// written (`finished_at`, the start of the transaction that wrote it, so overlaps are never
 /// over-counted), and the most running at once is reached at some job's start.
-async fn most_running_at_once(db: &Db, per_key: bool) -> i64 {
+pub async fn most_running_at_once(db: &Db, per_key: bool) -> i64 {
     let same_key = if per_key {
         "other.limit_key = started.limit_key AND"
     } else {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
 use jobs::WorkerConfig;
 
+use crate::key_limits::most_running_at_once;
 use crate::support::{fast_config, start_worker, Db};
 use crate::test_jobs::{merchant_task, send_receipt, tenant_task, waits_for_release};
 
@@ -73,7 +74,7 @@ async fn a_backlog_of_a_fair_kind_is_claimed_ahead_of_the_free_slots() {
 }
 
 /// A kind with a per-key running limit (and no rate limit) claims ahead too: the jobs claimed
-/// ahead count against the limit from their claim.
+/// ahead count against the limit from their claim, so the limit holds for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_of_a_per_key_limited_kind_is_claimed_ahead_of_the_free_slots() {
     let db = Db::new().await;
@@ -84,6 +85,10 @@ async fn a_backlog_of_a_per_key_limited_kind_is_claimed_ahead_of_the_free_slots(
     });
     merchant_task::enqueue_many(&db.pool, args).await.unwrap();
     assert_drained_with_claims_ahead(&db, "merchant_task", jobs).await;
+    assert!(
+        most_running_at_once(&db, true).await <= 2,
+        "never more than 2 of a merchant running, claimed ahead or started"
+    );
 }
 
 /// Drains the `jobs` jobs of `kind` enqueued in `db` with a worker that claims ahead, and checks

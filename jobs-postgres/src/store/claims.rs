@@ -263,91 +263,71 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(
     "$5"
 );
 
-/// The key in column `$column` (`limit_key`) that follows `$after` (an SQL expression) in the
-/// ring of the keys with a due job (by the time `$now`) of kind `$kind` ready in queue `$queue`:
-/// the first key after `$after` in key order, or, past the last one (or when `$after` is null),
-/// the first key. Each is one descent of the column's partial ready index
-/// (`jobs_queue_ready_limit_key`): the jobs of a key are never walked to find the next, though
-/// each descent passes the entries of the key's jobs claimed since the last vacuum, and those of
-/// a key whose ready jobs are all scheduled for later.
-macro_rules! key_after_in_ring {
-    ($column:literal, $queue:literal, $kind:literal, $now:literal, $after:literal) => {
+/// The first due job (by the time `$now`) of kind `$kind` ready in queue `$queue` whose key in
+/// column `$column` (`fair_key`, `limit_key`) follows `$after` (an SQL expression) in the ring of
+/// the keys, locked (`FOR UPDATE SKIP LOCKED`), as a row of `key`, `id` and `spare` (whether it
+/// has an attempt to spare): the first job, in the key's claim order (priority, `run_at`, id),
+/// of the first key after `$after` in key order, or, past the last key (or when `$after` is
+/// null), of the first key. `$guards` adds conditions to both scans. Each scan is one descent of
+/// the column's partial ready index (`jobs_queue_ready_fair`, `jobs_queue_ready_limit_key`): the
+/// jobs of a key are never walked to find the next key, though a descent passes the entries of
+/// the jobs claimed since the last vacuum, those locked by other claims, and those of a key whose
+/// ready jobs are all scheduled for later. (Each scan sits in a subquery of its own: PostgreSQL
+/// locks no rows directly under a `UNION`.)
+macro_rules! first_job_in_ring {
+    (
+        $column:literal,
+        $queue:literal,
+        $kind:literal,
+        $now:literal,
+        $after:literal,
+        $guards:expr
+    ) => {
         concat!(
-            "coalesce(
-                (SELECT ",
+            "SELECT * FROM (
+            SELECT ",
             $column,
-            " FROM jobs_queue
-                 WHERE state = 'ready' AND queue = ",
+            " AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
+            WHERE state = 'ready' AND queue = ",
             $queue,
             " AND kind = ",
             $kind,
-            "
-                   AND ",
+            " AND ",
             $column,
-            " IS NOT NULL AND ",
+            " IS NOT NULL
+              AND ",
             $column,
             " > ",
             $after,
-            "
-                   AND run_at <= ",
+            " AND run_at <= ",
             $now,
-            "
-                 ORDER BY ",
-            $column,
-            " LIMIT 1),
-                (SELECT ",
-            $column,
-            " FROM jobs_queue
-                 WHERE state = 'ready' AND queue = ",
-            $queue,
-            " AND kind = ",
-            $kind,
-            "
-                   AND ",
-            $column,
-            " IS NOT NULL AND run_at <= ",
-            $now,
-            "
-                 ORDER BY ",
-            $column,
-            " LIMIT 1))"
-        )
-    };
-}
-
-/// The first due job of kind `$2` ready in queue `$1` whose fairness key follows `$after` (an
-/// SQL expression) in the ring of the keys, locked (`FOR UPDATE SKIP LOCKED`), as a row of
-/// `key`, `id` and `spare` (whether it has an attempt to spare): the first job, in the key's
-/// claim order (priority, `run_at`, id), of the first key after `$after` in key order, or, past
-/// the last key (or when `$after` is null), of the first key. `$guards` adds conditions to both
-/// scans. Each scan is one descent of `jobs_queue_ready_fair`: the jobs of a key are never walked
-/// to find the next key, though a descent passes the entries of the jobs claimed since the last
-/// vacuum, those locked by other claims, and those of a key whose ready jobs are all scheduled
-/// for later. (Each scan sits in a subquery of its own: PostgreSQL locks no rows directly under
-/// a `UNION`.)
-macro_rules! first_job_in_ring {
-    ($after:literal, $guards:expr) => {
-        concat!(
-            "SELECT * FROM (
-            SELECT fair_key AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
-              AND fair_key > ",
-            $after,
-            " AND run_at <= now()",
             $guards,
             "
-            ORDER BY fair_key, priority DESC, run_at, id
+            ORDER BY ",
+            $column,
+            ", priority DESC, run_at, id
             LIMIT 1
             FOR UPDATE SKIP LOCKED
         ) AS after_key
         UNION ALL
         SELECT * FROM (
-            SELECT fair_key AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
-              AND run_at <= now()",
+            SELECT ",
+            $column,
+            " AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
+            WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            " AND ",
+            $column,
+            " IS NOT NULL
+              AND run_at <= ",
+            $now,
             $guards,
             "
-            ORDER BY fair_key, priority DESC, run_at, id
+            ORDER BY ",
+            $column,
+            ", priority DESC, run_at, id
             LIMIT 1
             FOR UPDATE SKIP LOCKED
         ) AS from_first_key
@@ -384,6 +364,10 @@ WITH RECURSIVE ring AS (
     FROM (
         ",
     first_job_in_ring!(
+        "fair_key",
+        "$1",
+        "$2",
+        "now()",
         "$5",
         concat!(
             "
@@ -400,7 +384,7 @@ WITH RECURSIVE ring AS (
     FROM ring
     CROSS JOIN LATERAL (
         ",
-    first_job_in_ring!("ring.key", ""),
+    first_job_in_ring!("fair_key", "$1", "$2", "now()", "ring.key", ""),
     "
     ) AS next
     WHERE ring.visited < $3 AND next.key <> ring.start
@@ -435,8 +419,8 @@ WITH RECURSIVE ring AS (
     claimed_jobs!("$4::float8"),
     "
 )
-SELECT claimed.*, (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
-                  AS fair_cursor
+SELECT claimed.*, claimable.key AS turn_key,
+       (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1) AS fair_cursor
 FROM claimed
 JOIN claimable USING (id)
 ORDER BY claimable.turn, claimable.visited"
@@ -646,15 +630,18 @@ macro_rules! key_room {
 ///
 /// The running jobs of the kind are counted per key through the index of running jobs (bounded
 /// by all workers' slots). The keys with due jobs are visited as a ring in key order, starting
-/// after `$9` and wrapping around, each found by one descent of `jobs_queue_ready_limit_key` (a
-/// loose index scan), and its room read: its running jobs from those counted, and under a
-/// per-key rate limit its starts in the window from its row of `jobs_key_rate_limits` (one probe
-/// of the primary key). The keys without room are passed over until as many keys with room as
-/// the claim may take jobs are found, the ring comes round, or the claim has visited 64 keys
-/// more than it may take jobs and keys at their running limit: past keys whose rate window is
-/// full, the next claim goes on after the last key this one visited. Each key with room offers its first jobs in claim order,
-/// no more than its room, and as many as the claim may take shared between those keys, rounded
-/// up; the claim takes them turn by turn, the first job of every key, then the second. So the
+/// after `$9` and wrapping around, each found, and its first due job locked, by one descent of
+/// `jobs_queue_ready_limit_key` ([`first_job_in_ring!`]), and its room read: its running jobs
+/// from those counted, and under a per-key rate limit its starts in the window from its row of
+/// `jobs_key_rate_limits` (one probe of the primary key). The keys without room are passed over
+/// (their first job stays locked until the claim commits; the kind's claims are serialized
+/// anyway) until as many keys with room as the claim may take jobs are found, the ring comes
+/// round, or the claim has visited 64 keys more than it may take jobs and keys at their running
+/// limit: past keys whose rate window is full, the next claim goes on after the last key this
+/// one visited. Each key with room offers its first jobs in claim order, no more than its room,
+/// and as many as the claim may take shared between those keys, rounded up (beyond its first,
+/// found by one more descent); the claim takes them turn by turn, the first job of every key,
+/// then the second. So the
 /// keys take turns, and a key with a backlog never holds back the others. Of the jobs beyond the
 /// first `$12` in that turn order (the free slots; the rest are claimed ahead of them), it takes
 /// those before the first on its last attempt ([`claimed_prefix!`]). The rows come in that turn
@@ -674,53 +661,71 @@ WITH RECURSIVE ",
     WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
     GROUP BY limit_key
 ), ring AS (
-    SELECT first.key, first.key AS start, 1 AS visited, first.room,
+    SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited, first.room,
            CASE WHEN first.room > 0 THEN 1 ELSE 0 END AS opened
-    FROM (SELECT candidate.key, ",
+    FROM (SELECT candidate.key, candidate.id, candidate.spare, ",
     key_room!("candidate.key"),
     " AS room
-          FROM (SELECT ",
-    key_after_in_ring!("limit_key", "$2", "$1", "statement_timestamp()", "$9"),
-    " AS key OFFSET 0) AS candidate
+          FROM (",
+    first_job_in_ring!(
+        "limit_key",
+        "$2",
+        "$1",
+        "statement_timestamp()",
+        "$9",
+        concat!(
+            "
+              AND (SELECT jobs FROM room) > 0 AND ",
+            queue_not_paused!("$2")
+        )
+    ),
+    ") AS candidate
           OFFSET 0) AS first
-    WHERE first.key IS NOT NULL AND (SELECT jobs FROM room) > 0 AND ",
-    queue_not_paused!("$2"),
-    "
     UNION ALL
-    SELECT next.key, ring.start, ring.visited + 1, next.room,
+    SELECT next.key, next.id, next.spare, ring.start, ring.visited + 1, next.room,
            ring.opened + CASE WHEN next.room > 0 THEN 1 ELSE 0 END
     FROM ring
     CROSS JOIN LATERAL (
-        SELECT candidate.key, ",
+        SELECT candidate.key, candidate.id, candidate.spare, ",
     key_room!("candidate.key"),
     " AS room
-        FROM (SELECT ",
-    key_after_in_ring!("limit_key", "$2", "$1", "statement_timestamp()", "ring.key"),
-    " AS key OFFSET 0) AS candidate
+        FROM (",
+    first_job_in_ring!(
+        "limit_key",
+        "$2",
+        "$1",
+        "statement_timestamp()",
+        "ring.key",
+        ""
+    ),
+    ") AS candidate
         OFFSET 0) AS next
     WHERE ring.opened < (SELECT jobs FROM room)
       AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM running_keys) + 64
       AND next.key <> ring.start
 ), open_keys AS (
-    SELECT key, visited, room FROM ring WHERE room > 0
+    SELECT key, id, spare, visited, room FROM ring WHERE room > 0
 ), share AS (
     SELECT ceil((SELECT jobs FROM room)::numeric / greatest(count(*), 1))::bigint AS jobs
     FROM open_keys
 ), candidates AS (
-    SELECT offered.id, open_keys.key, open_keys.visited, offered.turn, offered.spare
+    SELECT id, key, visited, 1::bigint AS turn, spare FROM open_keys
+    UNION ALL
+    SELECT more.id, open_keys.key, open_keys.visited, more.turn, more.spare
     FROM open_keys
     CROSS JOIN LATERAL (
         SELECT locked.id, locked.spare,
-               row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id) AS turn
+               1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
+                 AS turn
         FROM (
             SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
             WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key = open_keys.key
-              AND run_at <= statement_timestamp()
+              AND run_at <= statement_timestamp() AND id <> open_keys.id
             ORDER BY priority DESC, run_at, id
-            LIMIT least(open_keys.room, (SELECT jobs FROM share))
+            LIMIT least(open_keys.room, (SELECT jobs FROM share)) - 1
             FOR UPDATE SKIP LOCKED
         ) AS locked
-    ) AS offered
+    ) AS more
 ),",
     claimed_prefix!(
         "$12",
@@ -769,7 +774,7 @@ WITH RECURSIVE ",
           AND rate.key NOT IN (SELECT key FROM claimable)
         LIMIT 16 + (SELECT count(*) FROM taken)))
 )
-SELECT claimed.*, round_end.key AS key_cursor
+SELECT claimed.*, claimable.key AS turn_key, round_end.key AS key_cursor
 FROM (SELECT coalesce((SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1),
                       (SELECT key FROM ring ORDER BY visited DESC LIMIT 1)) AS key) AS round_end
 LEFT JOIN (claimed JOIN claimable USING (id)) ON true
@@ -1015,11 +1020,13 @@ pub async fn claim_limited(
     })
 }
 
-/// A row of [`CLAIM_FAIR_JOBS`]: a claimed job, and the key the claim's round ended at.
+/// A row of [`CLAIM_FAIR_JOBS`]: a claimed job, its key, and the key the claim's round ended
+/// at.
 #[derive(Debug, FromRow)]
 struct FairClaimedJob {
     #[sqlx(flatten)]
     job: ClaimedJob,
+    turn_key: String,
     fair_cursor: Option<String>,
 }
 
@@ -1042,12 +1049,13 @@ pub async fn claim_fair(
     kind: &'static str,
     lease: Duration,
     count: ClaimCount,
-    cursor: &mut Option<String>,
+    round: &mut KeyRound,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let limit = count.free.saturating_add(count.ahead);
     let mut jobs: Vec<ClaimedJob> = Vec::new();
-    // Once the free slots are filled, a round that took fewer than asked ran out of jobs
-    // ahead, or stopped at a job on its last attempt: another would stop there again.
+    round.claim_begins();
+    // Once the free slots are filled, jobs ahead that a round did not find (its keys had fewer
+    // than their share, or it stopped at a job on its last attempt) are not looked for again.
     while jobs.len() < count.free {
         let rest = ClaimCount {
             free: count.free - jobs.len(),
@@ -1058,7 +1066,7 @@ pub async fn claim_fair(
             .bind(kind)
             .bind(i64::try_from(rest.free + rest.ahead).unwrap_or(i64::MAX))
             .bind(lease.as_secs_f64())
-            .bind(cursor.as_deref())
+            .bind(round.cursor.as_deref())
             .bind(i64::try_from(rest.free).unwrap_or(i64::MAX))
             .fetch_all(&mut *connection)
             .await?;
@@ -1066,11 +1074,17 @@ pub async fn claim_fair(
             // No keyed job left to take (or other claims hold them all): the free slots' jobs
             // oldest first, none ahead, so that keyed jobs taken this way are few.
             let rest = claim(&mut *connection, queue, &[kind], &[lease], rest.free, None).await?;
-            jobs.extend(rest);
+            for job in rest {
+                round.took(None);
+                jobs.push(job);
+            }
             break;
         };
-        *cursor = last;
-        jobs.extend(rows.into_iter().map(|row| row.job));
+        round.cursor = last;
+        for row in rows {
+            round.took(Some(row.turn_key));
+            jobs.push(row.job);
+        }
     }
     Ok(jobs)
 }
@@ -1159,11 +1173,12 @@ pub async fn claim_key_limited(
         .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
     let rate_window = limits.rate_limit.map(|rate| rate.per().as_secs_f64());
     let mut jobs: Vec<ClaimedJob> = Vec::new();
+    round.claim_begins();
     // Rounds until the free slots are filled or a round takes nothing: a round whose keys could
     // not use their whole share leaves room for the next. Each round counts this transaction's
-    // own claims, so the limits hold across rounds. Once the free slots are filled, a round that
-    // took fewer than asked ran out of room or jobs ahead, or stopped at a job on its last
-    // attempt: another would stop there again.
+    // own claims, so the limits hold across rounds. Jobs ahead that a round did not find (its
+    // keys could not use their share, or it stopped at a job on its last attempt) are not looked
+    // for again.
     while jobs.len() < count.free {
         let free = count.free - jobs.len();
         let rows = sqlx::query(CLAIM_KEY_LIMITED_JOBS)
@@ -1196,6 +1211,7 @@ pub async fn claim_key_limited(
         for row in &rows {
             // The one row of a claim that took nothing has no job.
             if row.try_get::<Option<JobId>, _>("id")?.is_some() {
+                round.took(row.try_get("turn_key")?);
                 jobs.push(ClaimedJob::from_row(row)?);
             }
         }
@@ -1228,7 +1244,10 @@ pub async fn claim_key_limited(
                 .bind(rate_window)
                 .fetch_all(&mut *transaction)
                 .await?;
-            jobs.extend(unkeyed);
+            for job in unkeyed {
+                round.took(None);
+                jobs.push(job);
+            }
         }
     }
     let (held_back, rate_room_in) = held_back(
@@ -1248,12 +1267,18 @@ pub async fn claim_key_limited(
     })
 }
 
-/// Where a producer of a kind with a per-key limit stands between claims: the key its last
-/// round ended at, and when it last looked for the kind's jobs without a key.
+/// Where a producer of a kind with a fairness key or a per-key limit stands between claims:
+/// the key its last round ended at, the keys of the jobs its last claim took, and when it last
+/// looked for the kind's jobs without a key.
 #[derive(Debug)]
 pub struct KeyRound {
     /// The key of the last job the last round took; the next round goes on after it.
     pub cursor: Option<String>,
+    /// Where the rounds stood before the last claim.
+    cursor_before_claim: Option<String>,
+    /// The key of each job the last claim took, in turn order (none for a job taken oldest
+    /// first, outside the turns).
+    claimed_keys: Vec<Option<String>>,
     /// How often a claim that came back short looks for jobs without a key, at most.
     unkeyed_every: Duration,
     /// When one last did.
@@ -1266,9 +1291,33 @@ impl KeyRound {
     pub fn new(unkeyed_every: Duration) -> Self {
         Self {
             cursor: None,
+            cursor_before_claim: None,
+            claimed_keys: Vec::new(),
             unkeyed_every,
             unkeyed_looked_at: Instant::now(),
         }
+    }
+
+    /// Notes that a claim begins: the keys of the jobs it takes are noted from here on.
+    fn claim_begins(&mut self) {
+        self.cursor_before_claim = self.cursor.clone();
+        self.claimed_keys.clear();
+    }
+
+    /// Notes that the claim took a job of key `key` (`None`: oldest first, outside the turns).
+    fn took(&mut self, key: Option<String>) {
+        self.claimed_keys.push(key);
+    }
+
+    /// The jobs of the last claim after its first `started` were handed back, ready again: the
+    /// next round goes on after the key of the last job that started, so that the keys whose
+    /// jobs were handed back get their turns first, as they had them.
+    pub fn handed_back(&mut self, started: usize) {
+        let started = &self.claimed_keys[..started.min(self.claimed_keys.len())];
+        self.cursor = match started.iter().rev().flatten().next() {
+            Some(key) => Some(key.clone()),
+            None => self.cursor_before_claim.clone(),
+        };
     }
 
     fn unkeyed_look_due(&self) -> bool {

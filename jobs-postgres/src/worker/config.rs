@@ -43,9 +43,9 @@ pub struct WorkerConfig {
     /// that waits 100 ms is handed back, keeping its place. A crash leaves them to the rescue,
     /// like the jobs that were running, so a job on its last attempt is never claimed ahead.
     /// A fair kind's claims take them turn by turn between its keys, as they take the others,
-    /// and so do the claims of a kind with a per-key running limit and no rate limit (the jobs
-    /// claimed ahead count against its running limits); kinds with a rate limit or only a
-    /// kind-wide limit never claim ahead. Zero turns it off, as does a
+    /// and so do the claims of a kind whose only limit is a per-key running limit (the jobs
+    /// claimed ahead count against it); kinds with a rate limit or a kind-wide running limit
+    /// never claim ahead. Zero turns it off, as does a
     /// `claim_batch_window` of zero. Default 128.
     pub claim_ahead: usize,
     /// How outcomes are written. Default: batched, up to 500 per statement.

@@ -89,15 +89,18 @@ pub enum Claim {
 
 impl Claim {
     /// The most jobs its claims may take ahead of the free slots, when the worker's claims take
-    /// up to `claim_ahead`: a queue's, a fair kind's, and a per-key limited kind's without a rate
-    /// limit (the jobs it claims ahead count against its running limits from their claim, as
-    /// they are running) take that many; a kind with a rate limit (whose starts are counted at
-    /// the claim) and a kind-wide limited kind take none.
+    /// up to `claim_ahead`: a queue's, a fair kind's, and a kind's with a per-key running limit
+    /// alone take that many (the jobs it claims ahead count against the limit from their claim,
+    /// as they are running, and leave other keys' room to other workers); a kind with a rate
+    /// limit (whose starts are counted at the claim) or a kind-wide running limit (whose room
+    /// jobs waiting here would keep from other workers) takes none.
     fn most_ahead(&self, claim_ahead: usize) -> usize {
         match self {
             Claim::Queue { .. } | Claim::Fair { .. } => claim_ahead,
             Claim::KeyLimited { limits, .. }
-                if limits.rate_limit.is_none() && limits.rate_limit_per_key.is_none() =>
+                if limits.max_running.is_none()
+                    && limits.rate_limit.is_none()
+                    && limits.rate_limit_per_key.is_none() =>
             {
                 claim_ahead
             }
@@ -125,7 +128,7 @@ impl Claim {
         let wanted = count.free + count.ahead;
         let claimed = match self {
             Claim::Fair { kind, queue, lease } => {
-                store::claim_fair(connection, queue, kind, *lease, count, &mut round.cursor)
+                store::claim_fair(connection, queue, kind, *lease, count, round)
                     .await
                     .map(|jobs| LimitedClaim {
                         jobs,
@@ -344,8 +347,12 @@ pub async fn produce(
                     handed_back(&shared, &runs, &mut outcomes_written, &mut stop),
                 )
                 .await;
-                // The jobs are back in their places, before where the claims ended.
+                // The jobs are back in their places, before where the claims ended; a fair or
+                // per-key limited kind's keys whose jobs came back get their turns first.
                 position.rewind();
+                if let Some((_, claimed)) = last_claim {
+                    round.handed_back(claimed.saturating_sub(runs.len()));
+                }
                 continue;
             }
             Woken::SlotsBusy => {
@@ -644,11 +651,11 @@ mod tests {
     #[test]
     fn only_kinds_without_a_rate_limit_or_a_kind_wide_limit_claim_ahead() {
         let lease = Duration::from_secs(30);
-        let per_key = |rate_limit, rate_limit_per_key| Claim::KeyLimited {
+        let per_key = |max_running, rate_limit, rate_limit_per_key| Claim::KeyLimited {
             kind: "k",
             queue: "default".into(),
             limits: ClaimLimits {
-                max_running: Some(100),
+                max_running,
                 rate_limit,
                 max_running_per_key: Some(2),
                 rate_limit_per_key,
@@ -675,9 +682,10 @@ mod tests {
         };
         assert_eq!(queue.most_ahead(128), 128);
         assert_eq!(fair.most_ahead(128), 128);
-        assert_eq!(per_key(None, None).most_ahead(128), 128);
-        assert_eq!(per_key(Some(rate), None).most_ahead(128), 0);
-        assert_eq!(per_key(None, Some(rate)).most_ahead(128), 0);
+        assert_eq!(per_key(None, None, None).most_ahead(128), 128);
+        assert_eq!(per_key(Some(100), None, None).most_ahead(128), 0);
+        assert_eq!(per_key(None, Some(rate), None).most_ahead(128), 0);
+        assert_eq!(per_key(None, None, Some(rate)).most_ahead(128), 0);
         assert_eq!(limited.most_ahead(128), 0);
     }
 
