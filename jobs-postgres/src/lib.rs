@@ -97,7 +97,7 @@ pub mod __private {
     pub mod store {
         pub use crate::store::claims::{
             claim, claim_ahead, claim_fair, claim_key_limited, ClaimCount, ClaimLimits, ClaimPlace,
-            ClaimedJob, KeyRound,
+            ClaimedJob, KeyRound, LimitedClaim,
         };
         pub use crate::store::outcomes::{record_outcomes, Fenced, Outcome};
     }

@@ -244,11 +244,7 @@ async fn fair_claims_ahead_stop_before_a_job_on_its_last_attempt() {
     insert_keyed(&db, &["b"; 5]).await;
     let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
     let (a, b) = ids.split_at(5);
-    sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
-        .bind(b[1])
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.put_on_last_attempt(b[1]).await;
     let mut conn = db.pool.acquire().await.unwrap();
 
     // One for the free slot, then ahead, turn by turn, up to b's second job.
@@ -262,6 +258,19 @@ async fn fair_claims_ahead_stop_before_a_job_on_its_last_attempt() {
     assert_eq!(cursor.as_deref(), Some("b"));
 }
 
+/// Claims `count` `tenant_task` jobs of queue `default` through [`claim_fair`], going on from
+/// `round`; returns them in turn order.
+async fn claim_fair_turns(
+    conn: &mut PgConnection,
+    count: ClaimCount,
+    round: &mut KeyRound,
+) -> Vec<ClaimedJob> {
+    let lease = Duration::from_secs(30);
+    claim_fair(conn, "default", "tenant_task", lease, count, round)
+        .await
+        .unwrap()
+}
+
 /// Jobs claimed ahead that are handed back (they waited too long for a slot) get their keys'
 /// turns first: the next round goes on after the key of the last job that started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,24 +280,14 @@ async fn keys_whose_jobs_were_handed_back_get_their_turns_first() {
     let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
     let mut round = KeyRound::new(Duration::from_secs(3600));
     let mut conn = db.pool.acquire().await.unwrap();
-    let lease = Duration::from_secs(30);
-    let ids_of = |jobs: &[ClaimedJob]| jobs.iter().map(|job| job.id).collect::<Vec<i64>>();
-
-    let count = ClaimCount { free: 1, ahead: 7 };
-    let claimed = claim_fair(
-        &mut conn,
-        "default",
-        "tenant_task",
-        lease,
-        count,
-        &mut round,
-    )
-    .await
-    .unwrap();
+    let claimed = claim_fair_turns(&mut conn, ClaimCount { free: 1, ahead: 7 }, &mut round).await;
     let turns = [
         ids[0], ids[2], ids[4], ids[6], ids[1], ids[3], ids[5], ids[7],
     ];
-    assert_eq!(ids_of(&claimed), turns);
+    assert_eq!(
+        claimed.iter().map(|job| job.id).collect::<Vec<i64>>(),
+        turns
+    );
     // a's and b's first jobs started; the rest waited too long and went back.
     let unstarted: Vec<Outcome> = claimed[2..]
         .iter()
@@ -297,19 +296,9 @@ async fn keys_whose_jobs_were_handed_back_get_their_turns_first() {
     record_outcomes(&db.pool, &unstarted).await.unwrap();
     round.handed_back(2);
 
-    let count = ClaimCount { free: 2, ahead: 0 };
-    let next = claim_fair(
-        &mut conn,
-        "default",
-        "tenant_task",
-        lease,
-        count,
-        &mut round,
-    )
-    .await
-    .unwrap();
+    let next = claim_fair_turns(&mut conn, ClaimCount { free: 2, ahead: 0 }, &mut round).await;
     assert_eq!(
-        ids_of(&next),
+        next.iter().map(|job| job.id).collect::<Vec<i64>>(),
         [ids[4], ids[6]],
         "c's and d's turns, then a's"
     );

@@ -1,8 +1,11 @@
 //! Per-key limits: at most N jobs of a kind with the same limit key run at once, across every
 //! worker, while the other keys' jobs go on.
 
-use jobs::postgres::__private::store::{claim_key_limited, ClaimCount, ClaimLimits, KeyRound};
+use jobs::postgres::__private::store::{
+    claim_key_limited, ClaimCount, ClaimLimits, KeyRound, LimitedClaim,
+};
 use jobs::{RegistryError, Worker, WorkerError, WorkerHandle};
+use sqlx::PgConnection;
 
 use crate::support::{fast_config, refusal, start_worker, Db};
 use crate::test_jobs::per_merchant;
@@ -252,35 +255,48 @@ async fn stats_show_the_keys_at_their_limit_and_the_jobs_they_hold_back() {
     assert_eq!((limit.running, limit.due), (3, 8));
 }
 
+/// Inserts ready `per_merchant` jobs with the limit keys given, in order, as plain SQL.
+async fn insert_merchant_jobs(db: &Db, keys: &[&str]) {
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'default', '{}', 8, key FROM unnest($1::text[]) AS key",
+    )
+    .bind(keys)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+}
+
+/// Claims `count` `per_merchant` jobs of queue `default` through [`claim_key_limited`], at most
+/// `per_key` running per merchant, going on from `round`.
+async fn claim_per_merchant(
+    conn: &mut PgConnection,
+    count: ClaimCount,
+    per_key: u32,
+    round: &mut KeyRound,
+) -> LimitedClaim {
+    let limits = ClaimLimits {
+        max_running: None,
+        rate_limit: None,
+        max_running_per_key: Some(per_key),
+        rate_limit_per_key: None,
+    };
+    let lease = std::time::Duration::from_secs(30);
+    claim_key_limited(conn, "per_merchant", "default", count, limits, lease, round)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
     let db = Db::new().await;
     // Merchant a has a backlog; b and c one job each. Under a limit of 5 per merchant, a claim
     // of 8 shares 3 per key in its first round (a 3, b 1, c 1): a's 2 more come in a second.
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-         SELECT 'per_merchant', 'default', '{}', 8, key
-         FROM unnest(ARRAY['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'b', 'c']) AS key",
-    )
-    .await;
-    let limits = ClaimLimits {
-        max_running: None,
-        rate_limit: None,
-        max_running_per_key: Some(5),
-        rate_limit_per_key: None,
-    };
+    insert_merchant_jobs(&db, &["a", "a", "a", "a", "a", "a", "a", "a", "b", "c"]).await;
     let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
-    let claim = claim_key_limited(
-        &mut db.pool.acquire().await.unwrap(),
-        "per_merchant",
-        "default",
-        ClaimCount { free: 8, ahead: 0 },
-        limits,
-        std::time::Duration::from_secs(30),
-        &mut round,
-    )
-    .await
-    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let count = ClaimCount { free: 8, ahead: 0 };
+    let claim = claim_per_merchant(&mut conn, count, 5, &mut round).await;
     let running: Vec<(String, i64)> = db
         .rows(
             "SELECT limit_key, count(*) FROM jobs_queue WHERE state = 'running'
@@ -305,41 +321,16 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_ahead_stop_before_a_job_on_its_last_attempt_and_count_against_the_limit() {
     let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-         SELECT 'per_merchant', 'default', '{}', 8, key
-         FROM unnest(ARRAY['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']) AS key",
-    )
-    .await;
+    insert_merchant_jobs(&db, &["a", "a", "a", "a", "b", "b", "b", "b"]).await;
     let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
     let (a, b) = ids.split_at(4);
-    sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
-        .bind(b[1])
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let limits = ClaimLimits {
-        max_running: None,
-        rate_limit: None,
-        max_running_per_key: Some(3),
-        rate_limit_per_key: None,
-    };
+    db.put_on_last_attempt(b[1]).await;
     let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
     let mut conn = db.pool.acquire().await.unwrap();
     let count = ClaimCount { free: 1, ahead: 7 };
-    let lease = std::time::Duration::from_secs(30);
     let mut claim_ids = async || {
-        let claim = claim_key_limited(
-            &mut conn,
-            "per_merchant",
-            "default",
-            count,
-            limits,
-            lease,
-            &mut round,
-        );
-        let jobs = claim.await.unwrap().jobs;
-        jobs.iter().map(|job| job.id).collect::<Vec<i64>>()
+        let claim = claim_per_merchant(&mut conn, count, 3, &mut round).await;
+        claim.jobs.iter().map(|job| job.id).collect::<Vec<i64>>()
     };
     // One for the free slot, then ahead, turn by turn, up to b's second job.
     assert_eq!(claim_ids().await, [a[0], b[0], a[1]]);

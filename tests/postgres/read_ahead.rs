@@ -398,11 +398,7 @@ async fn claims_ahead_stop_before_a_job_on_its_last_attempt() {
         let args = (0..10).map(|order_id| send_receipt::Args { order_id });
         send_receipt::enqueue_many(&db.pool, args).await.unwrap();
         let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
-        sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
-            .bind(ids[5])
-            .execute(&db.pool)
-            .await
-            .unwrap();
+        db.put_on_last_attempt(ids[5]).await;
         let leases = vec![Duration::from_secs(30); kinds.len()];
         let claim = |free, ahead, after| {
             let (pool, leases) = (&db.pool, &leases);

@@ -23,6 +23,15 @@ impl Db {
         db.into()
     }
 
+    /// Puts job `id` on its last attempt: one attempt to go.
+    pub async fn put_on_last_attempt(&self, id: i64) {
+        sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+    }
+
     /// Starts a worker for `kinds` with fast polling and rescue, and the pool as state.
     pub fn start_worker(&self, kinds: &[&str]) -> WorkerHandle {
         start_worker(&self.pool, kinds, fast_config())

@@ -617,6 +617,30 @@ macro_rules! key_room {
     };
 }
 
+/// The next key after `$after` in the ring of kind `$1`'s limit keys with due jobs ready in queue
+/// `$2`, its first due job locked ([`first_job_in_ring!`], with `$guards`), and the key's room
+/// ([`key_room!`]): a row of `key`, `id`, `spare` and `room`.
+macro_rules! key_job_and_room {
+    ($after:literal, $guards:expr) => {
+        concat!(
+            "SELECT candidate.key, candidate.id, candidate.spare, ",
+            key_room!("candidate.key"),
+            " AS room
+          FROM (",
+            first_job_in_ring!(
+                "limit_key",
+                "$2",
+                "$1",
+                "statement_timestamp()",
+                $after,
+                $guards
+            ),
+            ") AS candidate
+          OFFSET 0"
+        )
+    };
+}
+
 /// Claims up to `$3` ready jobs of kind `$1`, which has a per-key limit, from queue `$2`, each
 /// leased for `$5` seconds: no more than leave at most `$8` jobs with the same limit key running
 /// across all workers, nor than leave at most `$10` of a key started in the last `$11` seconds
@@ -663,15 +687,8 @@ WITH RECURSIVE ",
 ), ring AS (
     SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited, first.room,
            CASE WHEN first.room > 0 THEN 1 ELSE 0 END AS opened
-    FROM (SELECT candidate.key, candidate.id, candidate.spare, ",
-    key_room!("candidate.key"),
-    " AS room
-          FROM (",
-    first_job_in_ring!(
-        "limit_key",
-        "$2",
-        "$1",
-        "statement_timestamp()",
+    FROM (",
+    key_job_and_room!(
         "$9",
         concat!(
             "
@@ -679,27 +696,14 @@ WITH RECURSIVE ",
             queue_not_paused!("$2")
         )
     ),
-    ") AS candidate
-          OFFSET 0) AS first
+    ") AS first
     UNION ALL
     SELECT next.key, next.id, next.spare, ring.start, ring.visited + 1, next.room,
            ring.opened + CASE WHEN next.room > 0 THEN 1 ELSE 0 END
     FROM ring
-    CROSS JOIN LATERAL (
-        SELECT candidate.key, candidate.id, candidate.spare, ",
-    key_room!("candidate.key"),
-    " AS room
-        FROM (",
-    first_job_in_ring!(
-        "limit_key",
-        "$2",
-        "$1",
-        "statement_timestamp()",
-        "ring.key",
-        ""
-    ),
-    ") AS candidate
-        OFFSET 0) AS next
+    CROSS JOIN LATERAL (",
+    key_job_and_room!("ring.key", ""),
+    ") AS next
     WHERE ring.opened < (SELECT jobs FROM room)
       AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM running_keys) + 64
       AND next.key <> ring.start
