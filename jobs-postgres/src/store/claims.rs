@@ -1276,7 +1276,8 @@ pub async fn claim_key_limited(
 /// looked for the kind's jobs without a key.
 #[derive(Debug)]
 pub struct KeyRound {
-    /// The key of the last job the last round took; the next round goes on after it.
+    /// The key the next round goes on after: that of the last job the last round took, or,
+    /// after a hand-back, of the last job that started.
     pub cursor: Option<String>,
     /// Where the rounds stood before the last claim.
     cursor_before_claim: Option<String>,
@@ -1315,7 +1316,8 @@ impl KeyRound {
 
     /// The jobs of the last claim after its first `started` were handed back, ready again: the
     /// next round goes on after the key of the last job that started, so that the keys whose
-    /// jobs were handed back get their turns first, as they had them.
+    /// jobs were handed back get their turns first, as they had them (with any key passed over
+    /// or come in between, in ring order).
     pub fn handed_back(&mut self, started: usize) {
         let started = &self.claimed_keys[..started.min(self.claimed_keys.len())];
         self.cursor = match started.iter().rev().flatten().next() {

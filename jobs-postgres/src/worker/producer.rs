@@ -339,6 +339,10 @@ pub async fn produce(
                 // Every slot is busy: the connection goes back to the pool, where the writes
                 // of the hand-backs and of the jobs running may need it.
                 held.drop_connection();
+                // The jobs still waiting are the last claim's last ones (a claim is made only
+                // once none wait); those before them started.
+                let started =
+                    last_claim.map(|(_, claimed)| claimed.saturating_sub(read_ahead.len()));
                 let runs = hand_back(&shared, &mut read_ahead).await;
                 // Bounded: should the completer be slow to write them, the next look at the
                 // front finds them (within a second, or up to 10 s while looks are slow).
@@ -350,8 +354,8 @@ pub async fn produce(
                 // The jobs are back in their places, before where the claims ended; a fair or
                 // per-key limited kind's keys whose jobs came back get their turns first.
                 position.rewind();
-                if let Some((_, claimed)) = last_claim {
-                    round.handed_back(claimed.saturating_sub(runs.len()));
+                if let Some(started) = started {
+                    round.handed_back(started);
                 }
                 continue;
             }

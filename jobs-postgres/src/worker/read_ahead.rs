@@ -75,6 +75,11 @@ impl ReadAhead {
         self.runs.is_empty()
     }
 
+    /// How many jobs wait.
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+
     /// Keeps `run` until a slot frees.
     pub fn push(&mut self, run: ClaimedRun) {
         let hand_back_at = run.claimed_at + LONGEST_WAIT;
