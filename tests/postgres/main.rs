@@ -47,6 +47,7 @@ mod schema;
 mod shutdown;
 mod testing_helpers;
 mod throughput;
+mod turns_after_hand_backs;
 mod unreachable;
 mod unwritable;
 mod wake_ups;

@@ -1,0 +1,184 @@
+//! A worker that hands back jobs it claimed ahead of its slots (they waited too long behind runs
+//! that turned long) gives their keys their turns first: its next round of a fair kind goes on
+//! after the key of the last job that started, whichever way it writes outcomes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use jobs::{job, Completion, JobContext, JobResult, State, WorkerConfig};
+use sqlx::PgPool;
+
+use crate::support::{fast_config, start_worker, Db};
+
+/// The tenants, in key order: the ring a fair claim walks.
+const TENANTS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+/// Whether the runs of [`tenant_held`] that start from now on wait for their release.
+static HOLDING: AtomicBool = AtomicBool::new(false);
+
+/// The runs of [`tenant_held`] that waited for their release since the test last cleared it:
+/// each one's job id and tenant.
+static HELD: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
+
+/// Returns at once, or, when [`HOLDING`] is set as it starts, once the test inserts its id into
+/// `releases`: a run that turns long when the test says so. Its jobs are claimed round-robin
+/// across tenants.
+#[job(fair_key = "<tenant>")]
+pub async fn tenant_held(
+    ctx: JobContext,
+    pool: State<PgPool>,
+    tenant: String,
+    n: u32,
+) -> JobResult {
+    let _ = n;
+    if !HOLDING.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    HELD.lock()
+        .expect("no run panicked holding it")
+        .push((ctx.id(), tenant));
+    loop {
+        let released: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT FROM releases WHERE job_id = $1)")
+                .bind(ctx.id())
+                .fetch_one(&*pool)
+                .await?;
+        if released {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The runs held so far, once there are at least `count`; panics after 30 s.
+async fn wait_for_held(count: usize) -> Vec<(i64, String)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = HELD.lock().unwrap().clone();
+        if held.len() >= count {
+            return held;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited 30 s for {count} held runs, saw {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The place of tenant `tenant` in [`TENANTS`].
+fn place_of(tenant: &str) -> usize {
+    TENANTS
+        .iter()
+        .position(|known| *known == tenant)
+        .unwrap_or_else(|| panic!("unknown tenant {tenant}"))
+}
+
+/// Of two runs held in the two slots, of tenants `first` and `second` in no known order, the place
+/// in [`TENANTS`] of the one that started last in claim order: the two started one right after
+/// the other in turn order, or with one run between them that ended before the hold began, so
+/// the later one is the fewer steps ahead around the ring.
+fn last_started(first: &str, second: &str) -> usize {
+    let (first, second) = (place_of(first), place_of(second));
+    let ahead = (second + TENANTS.len() - first) % TENANTS.len();
+    if ahead <= TENANTS.len() / 2 {
+        second
+    } else {
+        first
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keys_of_jobs_handed_back_get_their_turns_first() {
+    for completion in [Completion::Batched { max_batch: 500 }, Completion::PerJob] {
+        let db = Db::new().await;
+        db.create_releases().await;
+        for tenant in TENANTS {
+            let args = (0..2_000).map(|n| tenant_held::Args {
+                tenant: tenant.to_owned(),
+                n,
+            });
+            tenant_held::enqueue_many(&db.pool, args).await.unwrap();
+        }
+        HOLDING.store(false, Ordering::SeqCst);
+        let config = WorkerConfig {
+            default_concurrency: 2,
+            // Every slot frees within the window while runs are short: claims go ahead.
+            claim_batch_window: Duration::from_millis(100),
+            completion,
+            ..fast_config()
+        };
+        let worker = start_worker(&db.pool, &["tenant_held"], config);
+        let mut checked = 0;
+        for round in 1..=6 {
+            db.wait_for_count_at_least(
+                "the backlog under way",
+                "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+                round * 400,
+            )
+            .await;
+            let held_from: f64 = sqlx::query_scalar(
+                "SELECT extract(epoch FROM clock_timestamp() - interval '1 second')::float8",
+            )
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            HELD.lock().unwrap().clear();
+            HOLDING.store(true, Ordering::SeqCst);
+            // Held runs take both slots; the jobs claimed ahead behind them go back.
+            let held = wait_for_held(2).await;
+            db.wait_for_count(
+                "nothing running but the two held runs",
+                "SELECT count(*) FROM jobs_queue WHERE state = 'running'",
+                2,
+            )
+            .await;
+            assert_eq!(held.len(), 2, "{held:?}");
+            let handed_back = db
+                .count(&format!(
+                    "SELECT count(*) FROM jobs_queue
+                     WHERE state = 'ready' AND attempted_at > to_timestamp({held_from})"
+                ))
+                .await;
+            if handed_back > 0 {
+                // One slot frees: the next claim takes one job, the first of the next round.
+                db.release(held[0].0).await;
+                // The job the next claim took, and its tenant (the key is the tenant as JSON).
+                let next_query = format!(
+                    "SELECT id, fair_key::jsonb #>> '{{}}' FROM jobs_queue
+                     WHERE state = 'running' AND id NOT IN ({}, {})",
+                    held[0].0, held[1].0
+                );
+                db.wait_for_count(
+                    "the next round's first job claimed",
+                    &format!("SELECT count(*) FROM ({next_query}) AS next"),
+                    1,
+                )
+                .await;
+                let next: (i64, String) = db.rows(&next_query).await.remove(0);
+                let expected = (last_started(&held[0].1, &held[1].1) + 1) % TENANTS.len();
+                assert_eq!(
+                    place_of(&next.1),
+                    expected,
+                    "{completion:?}, round {round}: held {held:?}, {handed_back} handed back, \
+                     next {next:?}"
+                );
+                checked += 1;
+            }
+            HOLDING.store(false, Ordering::SeqCst);
+            let blocked: Vec<i64> = HELD.lock().unwrap().iter().map(|(id, _)| *id).collect();
+            db.execute(&format!(
+                "INSERT INTO releases (job_id) SELECT unnest(ARRAY{blocked:?}::bigint[])
+                 ON CONFLICT DO NOTHING"
+            ))
+            .await;
+        }
+        worker.shutdown().await.unwrap();
+        println!("{completion:?}: {checked} hand-backs checked");
+        assert!(
+            checked >= 3,
+            "{completion:?}: only {checked} rounds handed jobs back"
+        );
+    }
+}
