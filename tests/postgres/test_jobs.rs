@@ -223,11 +223,18 @@ pub async fn needs_mailer(mailer: State<Mailer>, to: String) -> JobResult {
 #[job]
 pub async fn waits_for_release(ctx: JobContext, pool: State<PgPool>) -> JobResult {
     record(&pool, &ctx).await?;
+    released(&pool, &ctx).await?;
+    Ok(())
+}
+
+/// Returns once the test has inserted the id of the job `ctx` runs into `releases`, looking
+/// every 20 ms.
+pub async fn released(pool: &PgPool, ctx: &JobContext) -> Result<(), sqlx::Error> {
     loop {
         let released: bool =
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM releases WHERE job_id = $1)")
                 .bind(ctx.id())
-                .fetch_one(&*pool)
+                .fetch_one(pool)
                 .await?;
         if released {
             return Ok(());

@@ -10,6 +10,7 @@ use jobs::{job, Completion, JobContext, JobResult, State, WorkerConfig};
 use sqlx::PgPool;
 
 use crate::support::{fast_config, start_worker, Db};
+use crate::test_jobs::released;
 
 /// The tenants, in key order: the ring a fair claim walks.
 const TENANTS: [&str; 5] = ["a", "b", "c", "d", "e"];
@@ -38,17 +39,8 @@ pub async fn tenant_held(
     HELD.lock()
         .expect("no run panicked holding it")
         .push((ctx.id(), tenant));
-    loop {
-        let released: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT FROM releases WHERE job_id = $1)")
-                .bind(ctx.id())
-                .fetch_one(&*pool)
-                .await?;
-        if released {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    released(&pool, &ctx).await?;
+    Ok(())
 }
 
 /// The runs held so far, once there are at least `count`; panics after 30 s.
