@@ -336,6 +336,67 @@ macro_rules! first_job_in_ring {
     };
 }
 
+/// The CTE `candidates` of a claim that takes turns between keys: for each row of `$keys` (a
+/// key visited, with `key`, `visited`, and its first due job already locked, `id` and `spare`),
+/// that job as its turn 1, then the key's next due jobs of kind `$kind` ready in queue `$queue`
+/// (by the time `$now`) in its claim order, locked, as turns 2, 3, ..., up to `$share` turns in
+/// all (an SQL expression that may name the row of `$keys`): one more descent of the key's
+/// column `$column`'s ready index per key, only when `$share` is above 1.
+macro_rules! turns_of_keys {
+    (
+        $keys:literal,
+        $column:literal,
+        $queue:literal,
+        $kind:literal,
+        $now:literal,
+        $share:literal
+    ) => {
+        concat!(
+            "candidates AS (
+    SELECT id, key, visited, 1::bigint AS turn, spare FROM ",
+            $keys,
+            "
+    UNION ALL
+    SELECT more.id, ",
+            $keys,
+            ".key, ",
+            $keys,
+            ".visited, more.turn, more.spare
+    FROM ",
+            $keys,
+            "
+    CROSS JOIN LATERAL (
+        SELECT locked.id, locked.spare,
+               1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
+                 AS turn
+        FROM (
+            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
+            WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            " AND ",
+            $column,
+            " = ",
+            $keys,
+            ".key
+              AND run_at <= ",
+            $now,
+            " AND id <> ",
+            $keys,
+            ".id
+            ORDER BY priority DESC, run_at, id
+            LIMIT ",
+            $share,
+            " - 1
+            FOR UPDATE SKIP LOCKED
+        ) AS locked
+    ) AS more
+)"
+        )
+    };
+}
+
 /// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
 /// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
 /// previous claim took a job of (null at first). Returns what [`CLAIM_JOBS`] returns, and on
@@ -390,25 +451,16 @@ WITH RECURSIVE ring AS (
     WHERE ring.visited < $3 AND next.key <> ring.start
 ), share AS (
     SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
-), candidates AS (
-    SELECT id, key, visited, 1::bigint AS turn, spare FROM ring
-    UNION ALL
-    SELECT more.id, ring.key, ring.visited, more.turn, more.spare
-    FROM ring
-    CROSS JOIN LATERAL (
-        SELECT locked.id, locked.spare,
-               1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
-                 AS turn
-        FROM (
-            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key = ring.key
-              AND run_at <= now() AND id <> ring.id
-            ORDER BY priority DESC, run_at, id
-            LIMIT (SELECT jobs - 1 FROM share)
-            FOR UPDATE SKIP LOCKED
-        ) AS locked
-    ) AS more
-),",
+), ",
+    turns_of_keys!(
+        "ring",
+        "fair_key",
+        "$1",
+        "$2",
+        "now()",
+        "(SELECT jobs FROM share)"
+    ),
+    ",",
     claimed_prefix!(
         "$6",
         "turn, visited",
@@ -665,11 +717,10 @@ macro_rules! key_job_and_room {
 /// one visited. Each key with room offers its first jobs in claim order, no more than its room,
 /// and as many as the claim may take shared between those keys, rounded up (beyond its first,
 /// found by one more descent); the claim takes them turn by turn, the first job of every key,
-/// then the second. So the
-/// keys take turns, and a key with a backlog never holds back the others. Of the jobs beyond the
-/// first `$12` in that turn order (the free slots; the rest are claimed ahead of them), it takes
-/// those before the first on its last attempt ([`claimed_prefix!`]). The rows come in that turn
-/// order.
+/// then the second ([`turns_of_keys!`]). So the keys take turns, and a key with a backlog never
+/// holds back the others. Of the jobs beyond the first `$12` in that turn order (the free slots;
+/// the rest are claimed ahead of them), it takes those before the first on its last attempt
+/// ([`claimed_prefix!`]). The rows come in that turn order.
 ///
 /// Under a per-key rate limit, the starts of each key live in its row of
 /// `jobs_key_rate_limits`, kept and recorded as [`CLAIM_LIMITED_JOBS`] keeps a kind's (per 1/64
@@ -712,25 +763,16 @@ WITH RECURSIVE ",
 ), share AS (
     SELECT ceil((SELECT jobs FROM room)::numeric / greatest(count(*), 1))::bigint AS jobs
     FROM open_keys
-), candidates AS (
-    SELECT id, key, visited, 1::bigint AS turn, spare FROM open_keys
-    UNION ALL
-    SELECT more.id, open_keys.key, open_keys.visited, more.turn, more.spare
-    FROM open_keys
-    CROSS JOIN LATERAL (
-        SELECT locked.id, locked.spare,
-               1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
-                 AS turn
-        FROM (
-            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = $2 AND kind = $1 AND limit_key = open_keys.key
-              AND run_at <= statement_timestamp() AND id <> open_keys.id
-            ORDER BY priority DESC, run_at, id
-            LIMIT least(open_keys.room, (SELECT jobs FROM share)) - 1
-            FOR UPDATE SKIP LOCKED
-        ) AS locked
-    ) AS more
-),",
+), ",
+    turns_of_keys!(
+        "open_keys",
+        "limit_key",
+        "$2",
+        "$1",
+        "statement_timestamp()",
+        "least(open_keys.room, (SELECT jobs FROM share))"
+    ),
+    ",",
     claimed_prefix!(
         "$12",
         "turn, visited",
