@@ -149,16 +149,9 @@ async fn a_flood_of_one_tenant_delays_another_tenants_jobs_by_about_one_round() 
 
 /// Inserts ready jobs of `tenant_task` with the fairness keys given, in order, as plain SQL.
 async fn insert_keyed(db: &Db, keys: &[&str]) {
-    for key in keys {
-        sqlx::query(
-            "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
-             VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, $1)",
-        )
-        .bind(*key)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    }
+    let payload = r#"{"tenant": "t", "n": 0}"#;
+    db.insert_keyed("tenant_task", "fair_key", payload, keys)
+        .await;
 }
 
 /// Runs [`sql::CLAIM_FAIR_JOBS`] once for `wanted` jobs after `cursor`, every one for a free

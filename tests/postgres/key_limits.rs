@@ -257,14 +257,8 @@ async fn stats_show_the_keys_at_their_limit_and_the_jobs_they_hold_back() {
 
 /// Inserts ready `per_merchant` jobs with the limit keys given, in order, as plain SQL.
 async fn insert_merchant_jobs(db: &Db, keys: &[&str]) {
-    sqlx::query(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-         SELECT 'per_merchant', 'default', '{}', 8, key FROM unnest($1::text[]) AS key",
-    )
-    .bind(keys)
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.insert_keyed("per_merchant", "limit_key", "{}", keys)
+        .await;
 }
 
 /// Claims `count` `per_merchant` jobs of queue `default` through [`claim_key_limited`], at most

@@ -23,6 +23,23 @@ impl Db {
         db.into()
     }
 
+    /// Inserts ready jobs of `kind` in queue `default` with `payload`, one per key of `keys`, in
+    /// that order, the key in column `column` (`fair_key`, `limit_key`), as plain SQL.
+    pub async fn insert_keyed(&self, kind: &str, column: &str, payload: &str, keys: &[&str]) {
+        sqlx::query(&format!(
+            "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, {column})
+             SELECT $1, 'default', $2::jsonb, 8, key
+             FROM unnest($3::text[]) WITH ORDINALITY AS keys(key, place)
+             ORDER BY place"
+        ))
+        .bind(kind)
+        .bind(payload)
+        .bind(keys)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
     /// Puts job `id` on its last attempt: one attempt to go.
     pub async fn put_on_last_attempt(&self, id: i64) {
         sqlx::query("UPDATE jobs_queue SET attempts = max_attempts - 1 WHERE id = $1")
