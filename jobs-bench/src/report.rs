@@ -61,17 +61,17 @@ impl Report {
             (
                 "drain".into(),
                 format!(
-                    "{} no-op jobs; concurrency {:?}; framework claims up to its free slots per statement, and up to {} more under a backlog of short jobs (claim_ahead); raw batched: concurrency/{} loops claiming {} each; raw per-job: one loop per slot claiming 1",
+                    "{} no-op jobs; concurrency {:?}; framework claims up to its free slots per statement, and up to {} more under a backlog of short jobs (claim_ahead; the next claim goes out, for jobs ahead alone, while they start); raw batched: concurrency/{} loops claiming {} each; raw per-job: one loop per slot claiming 1",
                     options.drain_jobs, options.drain_concurrency, claim_ahead, options.raw_batch, options.raw_batch
                 ),
             ),
             (
                 "crash window, batched".into(),
-                format!("outcomes handed to the completer but not yet written (one statement of up to 500, plus those queued behind it) are lost, and so are the jobs claimed ahead but not started (up to {claim_ahead} per queue); those jobs run again after their lease (30 s)"),
+                format!("outcomes handed to the completer but not yet written (one statement of up to 500, plus those queued behind it) are lost, and so are the jobs claimed ahead but not started (up to twice {claim_ahead} per queue); those jobs run again after their lease (30 s)"),
             ),
             (
                 "crash window, per-job".into(),
-                format!("runs in progress are lost, and so are the jobs claimed ahead but not started (up to {claim_ahead} per queue); they run again after their lease (30 s)"),
+                format!("runs in progress are lost, and so are the jobs claimed ahead but not started (up to twice {claim_ahead} per queue); they run again after their lease (30 s)"),
             ),
             (
                 "claims, both sides".into(),

@@ -287,7 +287,7 @@ async fn keys_whose_jobs_were_handed_back_get_their_turns_first() {
         .map(|job| Outcome::unstarted(job.id, job.lease_token))
         .collect();
     record_outcomes(&db.pool, &unstarted).await.unwrap();
-    round.handed_back(2);
+    round.handed_back(claimed[1].turn_key.clone());
 
     let next = claim_fair_turns(&mut conn, ClaimCount { free: 2, ahead: 0 }, &mut round).await;
     assert_eq!(

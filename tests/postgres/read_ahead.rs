@@ -2,10 +2,13 @@
 //! serves several rounds of them; the jobs claimed ahead never wait long, and go back to the
 //! queue in their place when they would.
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
-use jobs::WorkerConfig;
+use jobs::{job, JobContext, JobResult, WorkerConfig};
 
 use crate::key_limits::most_running_at_once;
 use crate::support::{fast_config, start_worker, Db};
@@ -49,6 +52,74 @@ async fn claims_run(pool: &sqlx::PgPool) -> i64 {
         connections.push(connection);
     }
     claims
+}
+
+/// The starts of [`notes_its_start`] jobs: the test each belongs to, its id, and when it
+/// started, by the clock the database's `now()` reads too (this machine's).
+static STARTS: Mutex<Vec<(String, i64, DateTime<Utc>)>> = Mutex::new(Vec::new());
+
+/// Notes when it starts in [`STARTS`], for the test `test`.
+#[job]
+pub async fn notes_its_start(ctx: JobContext, test: String) -> JobResult {
+    STARTS
+        .lock()
+        .expect("no run panicked holding it")
+        .push((test, ctx.id(), Utc::now()));
+    Ok(())
+}
+
+/// The slots do not wait for claims: under a backlog of short jobs the next claim goes out
+/// while the jobs claimed ahead still start, so most of a claim's jobs start after the next
+/// claim began. (A producer that claimed only once no job waited would send the next claim
+/// after it had started every job of the last one: at most the slots' jobs, their tasks not yet
+/// run, could note their start after it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_claim_goes_out_while_the_jobs_claimed_ahead_still_start() {
+    let db = Db::new().await;
+    let test = uuid::Uuid::new_v4().to_string();
+    let jobs = 3_000;
+    let args = (0..jobs).map(|_| notes_its_start::Args { test: test.clone() });
+    notes_its_start::enqueue_many(&db.pool, args).await.unwrap();
+    assert_drained_with_claims_ahead(&db, "notes_its_start", jobs).await;
+
+    let started: BTreeMap<i64, DateTime<Utc>> = STARTS
+        .lock()
+        .expect("no run panicked holding it")
+        .iter()
+        .filter(|(of, _, _)| *of == test)
+        .map(|(_, id, at)| (*id, *at))
+        .collect();
+    // Each claim's jobs share their `attempted_at`: the claim statement's time.
+    let claims: Vec<(DateTime<Utc>, Vec<i64>)> = db
+        .rows(
+            "SELECT attempted_at, array_agg(id ORDER BY id) FROM jobs_queue
+             GROUP BY attempted_at ORDER BY attempted_at",
+        )
+        .await;
+    let started_after_the_next_claim: Vec<usize> = claims
+        .windows(2)
+        .map(|pair| {
+            let (_, jobs) = &pair[0];
+            let (next_claim_at, _) = &pair[1];
+            jobs.iter()
+                .filter(|id| started[id] > *next_claim_at)
+                .count()
+        })
+        .collect();
+    println!(
+        "{} claims; jobs of each that started after the next claim began: {started_after_the_next_claim:?}",
+        claims.len()
+    );
+    let most = started_after_the_next_claim
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        most > 8 * CONCURRENCY,
+        "at most {most} jobs of a claim started after the next claim began, with {CONCURRENCY} \
+         slots: the claims waited for the jobs claimed ahead to run out"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -901,6 +901,10 @@ pub struct ClaimedJob {
     /// Seconds the job had been due (since its `run_at`) when claimed, by the database's clock:
     /// its pickup latency.
     pub waited_secs: f64,
+    /// The key whose turn took it, when a claim that takes turns between keys (a fair kind's,
+    /// or a per-key limited kind's) took it in a turn; `None` when it was taken oldest first.
+    #[sqlx(default)]
+    pub turn_key: Option<String>,
 }
 
 impl ClaimedJob {
@@ -1066,13 +1070,12 @@ pub async fn claim_limited(
     })
 }
 
-/// A row of [`CLAIM_FAIR_JOBS`]: a claimed job, its key, and the key the claim's round ended
-/// at.
+/// A row of [`CLAIM_FAIR_JOBS`]: a claimed job (with its key) and the key the claim's round
+/// ended at.
 #[derive(Debug, FromRow)]
 struct FairClaimedJob {
     #[sqlx(flatten)]
     job: ClaimedJob,
-    turn_key: String,
     fair_cursor: Option<String>,
 }
 
@@ -1081,7 +1084,7 @@ struct FairClaimedJob {
 /// after `cursor` (the last key the previous claim took a job of), which it moves to the last
 /// key this claim took one of. The jobs claimed ahead stop before the first job on its last
 /// attempt in the claim's turn order. Returns the jobs in that order, the first `count.free` to
-/// start now; nothing when `count.free` is 0.
+/// start now.
 ///
 /// When a round comes back without filling the free slots (its keys had fewer jobs than their
 /// share), another round takes the rest, after the key the last one ended at; jobs ahead that a
@@ -1099,10 +1102,10 @@ pub async fn claim_fair(
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let limit = count.free.saturating_add(count.ahead);
     let mut jobs: Vec<ClaimedJob> = Vec::new();
-    round.claim_begins();
-    // Once the free slots are filled, jobs ahead that a round did not find (its keys had fewer
-    // than their share, or it stopped at a job on its last attempt) are not looked for again.
-    while jobs.len() < count.free {
+    // One round at least (a claim with no free slot takes jobs ahead alone); once the free
+    // slots are filled, jobs ahead that a round did not find (its keys had fewer than their
+    // share, or it stopped at a job on its last attempt) are not looked for again.
+    loop {
         let rest = ClaimCount {
             free: count.free - jobs.len(),
             ahead: limit - count.free,
@@ -1119,17 +1122,17 @@ pub async fn claim_fair(
         let Some(last) = rows.first().map(|row| row.fair_cursor.clone()) else {
             // No keyed job left to take (or other claims hold them all): the free slots' jobs
             // oldest first, none ahead, so that keyed jobs taken this way are few.
-            let rest = claim(&mut *connection, queue, &[kind], &[lease], rest.free, None).await?;
-            for job in rest {
-                round.took(None);
-                jobs.push(job);
+            if rest.free > 0 {
+                jobs.extend(
+                    claim(&mut *connection, queue, &[kind], &[lease], rest.free, None).await?,
+                );
             }
             break;
         };
         round.cursor = last;
-        for row in rows {
-            round.took(Some(row.turn_key));
-            jobs.push(row.job);
+        jobs.extend(rows.into_iter().map(|row| row.job));
+        if jobs.len() >= count.free {
+            break;
         }
     }
     Ok(jobs)
@@ -1219,13 +1222,12 @@ pub async fn claim_key_limited(
         .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
     let rate_window = limits.rate_limit.map(|rate| rate.per().as_secs_f64());
     let mut jobs: Vec<ClaimedJob> = Vec::new();
-    round.claim_begins();
-    // Rounds until the free slots are filled or a round takes nothing: a round whose keys could
-    // not use their whole share leaves room for the next. Each round counts this transaction's
-    // own claims, so the limits hold across rounds. Jobs ahead that a round did not find (its
-    // keys could not use their share, or it stopped at a job on its last attempt) are not looked
-    // for again.
-    while jobs.len() < count.free {
+    // Rounds until the free slots are filled (one at least: a claim with no free slot takes jobs
+    // ahead alone) or a round takes nothing: a round whose keys could not use their whole share
+    // leaves room for the next. Each round counts this transaction's own claims, so the limits
+    // hold across rounds. Jobs ahead that a round did not find (its keys could not use their
+    // share, or it stopped at a job on its last attempt) are not looked for again.
+    loop {
         let free = count.free - jobs.len();
         let rows = sqlx::query(CLAIM_KEY_LIMITED_JOBS)
             .bind(kind)
@@ -1257,11 +1259,10 @@ pub async fn claim_key_limited(
         for row in &rows {
             // The one row of a claim that took nothing has no job.
             if row.try_get::<Option<JobId>, _>("id")?.is_some() {
-                round.took(row.try_get("turn_key")?);
                 jobs.push(ClaimedJob::from_row(row)?);
             }
         }
-        if jobs.len() == before {
+        if jobs.len() == before || jobs.len() >= count.free {
             break;
         }
     }
@@ -1290,10 +1291,7 @@ pub async fn claim_key_limited(
                 .bind(rate_window)
                 .fetch_all(&mut *transaction)
                 .await?;
-            for job in unkeyed {
-                round.took(None);
-                jobs.push(job);
-            }
+            jobs.extend(unkeyed);
         }
     }
     let (held_back, rate_room_in) = held_back(
@@ -1314,18 +1312,12 @@ pub async fn claim_key_limited(
 }
 
 /// Where a producer of a kind with a fairness key or a per-key limit stands between claims:
-/// the key its last round ended at, the keys of the jobs its last claim took, and when it last
-/// looked for the kind's jobs without a key.
+/// the key its last round ended at, and when it last looked for the kind's jobs without a key.
 #[derive(Debug)]
 pub struct KeyRound {
     /// The key the next round goes on after: that of the last job the last round took, or,
     /// after a hand-back, of the last job that started.
     pub cursor: Option<String>,
-    /// Where the rounds stood before the last claim.
-    cursor_before_claim: Option<String>,
-    /// The key of each job the last claim took, in turn order (none for a job taken oldest
-    /// first, outside the turns).
-    claimed_keys: Vec<Option<String>>,
     /// How often a claim that came back short looks for jobs without a key, at most.
     unkeyed_every: Duration,
     /// When one last did.
@@ -1338,34 +1330,19 @@ impl KeyRound {
     pub fn new(unkeyed_every: Duration) -> Self {
         Self {
             cursor: None,
-            cursor_before_claim: None,
-            claimed_keys: Vec::new(),
             unkeyed_every,
             unkeyed_looked_at: Instant::now(),
         }
     }
 
-    /// Notes that a claim begins: the keys of the jobs it takes are noted from here on.
-    fn claim_begins(&mut self) {
-        self.cursor_before_claim = self.cursor.clone();
-        self.claimed_keys.clear();
-    }
-
-    /// Notes that the claim took a job of key `key` (`None`: oldest first, outside the turns).
-    fn took(&mut self, key: Option<String>) {
-        self.claimed_keys.push(key);
-    }
-
-    /// The jobs of the last claim after its first `started` were handed back, ready again: the
-    /// next round goes on after the key of the last job that started, so that the keys whose
-    /// jobs were handed back get their turns first, as they had them (with any key passed over
-    /// or come in between, in ring order).
-    pub fn handed_back(&mut self, started: usize) {
-        let started = &self.claimed_keys[..started.min(self.claimed_keys.len())];
-        self.cursor = match started.iter().rev().flatten().next() {
-            Some(key) => Some(key.clone()),
-            None => self.cursor_before_claim.clone(),
-        };
+    /// The jobs claimed after the last that started were handed back, ready again; `last_started`
+    /// is the [`turn_key`](ClaimedJob::turn_key) of the last job taken in a turn that started
+    /// (`None` when none has). The next round goes on after it, so that the keys whose jobs were
+    /// handed back get their turns first, as they had them (with any key passed over or come in
+    /// between, in ring order). Jobs start in the order they were claimed, so every job taken in
+    /// a turn after that one was handed back, whichever claims took them.
+    pub fn handed_back(&mut self, last_started: Option<String>) {
+        self.cursor = last_started;
     }
 
     fn unkeyed_look_due(&self) -> bool {

@@ -38,8 +38,10 @@ pub struct WorkerConfig {
     /// claim filled every free slot, and every slot freed within `claim_batch_window`), as many
     /// as the slots started in 25 ms at the pace of the last claim's jobs, up to this: they
     /// wait in the worker, `running` under its lease, and start as slots free, so that one claim
-    /// serves several rounds of slots. They start after the jobs claimed before them, even when
-    /// a job of a higher priority arrives meanwhile, and no other worker can take them; a job
+    /// serves several rounds of slots; once fewer wait than a claim takes ahead, the next claim
+    /// goes out, for jobs ahead alone, while they start, so up to twice this many wait at once.
+    /// They start after the jobs claimed before them, even when a job of a higher priority
+    /// arrives meanwhile, and no other worker can take them; a job
     /// that waits 100 ms is handed back, keeping its place. A crash leaves them to the rescue,
     /// like the jobs that were running, so a job on its last attempt is never claimed ahead.
     /// A fair kind's claims take them turn by turn between its keys, as they take the others,

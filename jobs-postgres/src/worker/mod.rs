@@ -46,6 +46,7 @@ pub(crate) mod running;
 mod scheduler;
 mod shutdown;
 mod signal;
+mod starter;
 mod tasks;
 mod watcher;
 

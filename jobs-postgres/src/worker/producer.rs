@@ -1,7 +1,8 @@
 //! One queue's claim loop: waits for free slots, claims as many ready jobs as there are free
 //! slots in one statement, and hands each to an executor. While claims follow each other back to
 //! back it keeps its pool connection ([`HeldConnection`]); under a backlog of short jobs it
-//! claims ahead of its free slots ([`ReadAhead`]).
+//! claims ahead of its free slots ([`ReadAhead`]), and sends the next claim while the jobs
+//! claimed ahead still start ([`Starter`] starts them).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,10 +13,10 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::completer;
-use super::executor::execute;
 use super::held_connection::HeldConnection;
-use super::read_ahead::{self, ClaimedRun, ReadAhead};
+use super::read_ahead::{self, ReadAhead};
 use super::running::Renewal;
+use super::starter::Starter;
 use super::watcher::{Idle, QueueWatch};
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
@@ -282,6 +283,7 @@ pub async fn produce(
     let mut held = HeldConnection::default();
     // Jobs claimed ahead of free slots, and how many a claim may take ahead.
     let mut read_ahead = ReadAhead::default();
+    let mut starter = Starter::new(Arc::clone(&shared), executors);
     let claim_ahead = plan.claim.most_ahead(shared.config.claim_ahead);
     // How many jobs the next claim takes beyond the free slots: as many as the slots started
     // within the read-ahead span at the pace of the last claim's jobs, once they all ended
@@ -289,6 +291,8 @@ pub async fn produce(
     let mut ahead = 0;
     // When the last claim returned, and how many jobs it took.
     let mut last_claim: Option<(Instant, usize)> = None;
+    // When the last claim's jobs were taken in, and how many jobs had started by then.
+    let mut pace_from = (Instant::now(), 0);
     // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
     // round goes on after its key.
     let mut round = KeyRound::new(shared.config.poll_interval);
@@ -308,6 +312,86 @@ pub async fn produce(
         .map(|limit| limit.per() / 64)
         .fold(shared.config.poll_interval, Duration::min);
     loop {
+        // Under a backlog of short jobs the next claim goes out while the jobs claimed ahead
+        // still start, once fewer than a claim's worth wait: the slots start jobs while it runs.
+        // It takes jobs ahead alone (no free slot): up to as many as the last claims took
+        // ahead, so that at most twice that wait.
+        let next_claim_due = busy
+            && ahead > 0
+            && !read_ahead.is_empty()
+            && read_ahead.len() < ahead
+            && read_ahead
+                .hand_back_at()
+                .is_some_and(|at| at > Instant::now())
+            && !*stop.borrow()
+            && !*shared.abandoned.borrow();
+        if next_claim_due {
+            let count = ClaimCount { free: 0, ahead };
+            let from = position.resume_point();
+            // Slots that free while no job waits are kept for the claim's first jobs.
+            let mut free_slots = Vec::new();
+            let claimed = {
+                let claim = plan
+                    .claim
+                    .claim(&shared, count, from, &mut round, &mut held);
+                tokio::pin!(claim);
+                // Stopping: no job starts any more, and the claim's jobs are handed back with
+                // those waiting.
+                let mut stopping = false;
+                loop {
+                    tokio::select! {
+                        biased;
+                        claimed = &mut claim => break claimed,
+                        _ = stop.wait_for(|stop| *stop), if !stopping => stopping = true,
+                        permit = Arc::clone(&slots).acquire_owned(), if !stopping => {
+                            let Ok(permit) = permit else { return };
+                            if *shared.abandoned.borrow() {
+                                free_slots.push(permit);
+                            } else if let Some(permit) =
+                                starter.start_waiting(&mut read_ahead, permit)
+                            {
+                                free_slots.push(permit);
+                            }
+                        }
+                    }
+                }
+            };
+            match claimed {
+                Ok((LimitedClaim { jobs, .. }, sent_at)) => {
+                    let claimed_at = Instant::now();
+                    position.claimed(&jobs, from.is_none(), claimed_at - sent_at);
+                    let (since, started_then) = pace_from;
+                    ahead = if jobs.len() < count.ahead {
+                        // The jobs ahead ran out, or stopped at a job on its last attempt: the
+                        // next claims are made for free slots, until the pace is known again.
+                        0
+                    } else if !free_slots.is_empty() {
+                        // The jobs waiting ran out before the claim returned: the slots start
+                        // jobs faster than claims of this size bring them.
+                        (ahead * 2).min(claim_ahead)
+                    } else {
+                        // A job waited for every slot that freed since the last claim's jobs
+                        // were taken in: their starts give the slots' pace.
+                        let started =
+                            usize::try_from(starter.started() - started_then).unwrap_or(usize::MAX);
+                        read_ahead::jobs_within_span(started, claimed_at - since).min(claim_ahead)
+                    };
+                    if *stop.borrow() || *shared.abandoned.borrow() {
+                        free_slots.clear();
+                    }
+                    let starting_now = free_slots.len().min(jobs.len());
+                    starter.take_in(jobs, sent_at, claimed_at, &mut free_slots, &mut read_ahead);
+                    pace_from = (Instant::now(), starter.started());
+                    // The pace of the jobs from here on is measured as a claim's.
+                    last_claim = Some((claimed_at, starting_now + read_ahead.len()));
+                }
+                Err(error) => {
+                    ahead = 0;
+                    tracing::warn!(queue = plan.name, %error, "claiming ahead failed");
+                }
+            }
+            continue;
+        }
         let hand_back_at = read_ahead.hand_back_at();
         let woken = tokio::select! {
             // In this order: with no batch window the sleep below is ready at once too.
@@ -339,10 +423,6 @@ pub async fn produce(
                 // Every slot is busy: the connection goes back to the pool, where the writes
                 // of the hand-backs and of the jobs running may need it.
                 held.drop_connection();
-                // The jobs still waiting are the last claim's last ones (a claim is made only
-                // once none wait); those before them started.
-                let started =
-                    last_claim.map(|(_, claimed)| claimed.saturating_sub(read_ahead.len()));
                 let runs = hand_back(&shared, &mut read_ahead).await;
                 // Bounded: should the completer be slow to write them, the next look at the
                 // front finds them (within a second, or up to 10 s while looks are slow).
@@ -354,9 +434,7 @@ pub async fn produce(
                 // The jobs are back in their places, before where the claims ended; a fair or
                 // per-key limited kind's keys whose jobs came back get their turns first.
                 position.rewind();
-                if let Some(started) = started {
-                    round.handed_back(started);
-                }
+                round.handed_back(starter.last_turn());
                 continue;
             }
             Woken::SlotsBusy => {
@@ -396,16 +474,10 @@ pub async fn produce(
             return;
         }
         // The jobs claimed ahead start first, in the order they were claimed.
-        while !permits.is_empty() {
-            let Some(run) = read_ahead.pop() else { break };
-            if !shared.running.may_hold(run.job.id, run.job.lease_token) {
-                // The heartbeat found its lease lost, or could not renew it in time: another
-                // worker or a rescue may have the job.
-                shared.running.remove(run.job.id, run.job.lease_token);
-                continue;
-            }
-            if let Some(permit) = permits.pop() {
-                start(&shared, &executors, run, permit);
+        while let Some(permit) = permits.pop() {
+            if let Some(permit) = starter.start_waiting(&mut read_ahead, permit) {
+                permits.push(permit);
+                break;
             }
         }
         if permits.is_empty() {
@@ -448,26 +520,7 @@ pub async fn produce(
                     held_back = jobs_held_back;
                     claimed += jobs.len();
                     position.claimed(&jobs, from.is_none(), claimed_at - sent_at);
-                    for job in jobs {
-                        // The job is this worker's from the claim on: the heartbeat renews its
-                        // lease, counted from when the claim was sent, whether it runs now or
-                        // waits for a slot.
-                        let lease_lost = shared.running.insert(
-                            job.id,
-                            job.lease_token,
-                            shared.lease_of(&job.kind),
-                            sent_at,
-                        );
-                        let run = ClaimedRun {
-                            job,
-                            lease_lost,
-                            claimed_at,
-                        };
-                        match permits.pop() {
-                            Some(permit) => start(&shared, &executors, run, permit),
-                            None => read_ahead.push(run),
-                        }
-                    }
+                    starter.take_in(jobs, sent_at, claimed_at, &mut permits, &mut read_ahead);
                 }
                 Err(error) => {
                     failure = Some(error);
@@ -501,6 +554,7 @@ pub async fn produce(
         }
         backoff.reset();
         last_claim = first_returned_at.map(|returned_at| (returned_at, claimed));
+        pace_from = (Instant::now(), starter.started());
         // Out of work when the free slots were not all filled. A claim that took fewer jobs ahead
         // than asked may have stopped at a job on its last attempt: the next one finds out.
         let drained = claimed < wanted;
@@ -559,25 +613,6 @@ enum Woken {
     HandBack,
     /// No slot freed within the claim batch window.
     SlotsBusy,
-}
-
-/// Starts the run of a claimed job on the slot `permit` holds.
-fn start(
-    shared: &Arc<Shared>,
-    executors: &TaskTracker,
-    run: ClaimedRun,
-    permit: OwnedSemaphorePermit,
-) {
-    let ClaimedRun {
-        job,
-        lease_lost,
-        claimed_at,
-    } = run;
-    // Picked up when it starts: a job claimed ahead waited for its slot too.
-    shared
-        .metrics
-        .job_picked_up(&job.kind, &job.queue, job.waited() + claimed_at.elapsed());
-    executors.spawn(execute(Arc::clone(shared), job, lease_lost, permit));
 }
 
 /// Hands back the jobs claimed ahead that still wait for a slot: each is ready again with its

@@ -6,7 +6,9 @@
 //! jobs run shorter than the window), the producer claims beyond its free slots as many jobs as
 //! its slots started within [`SPAN`] at the pace of the last claim's jobs, up to
 //! [`WorkerConfig::claim_ahead`](super::WorkerConfig::claim_ahead), and keeps them here, in
-//! claim order, to start as slots free.
+//! claim order, to start as slots free. Once fewer wait than a claim takes ahead, the next
+//! claim goes out, for jobs ahead alone, while they start: the slots start jobs while it runs,
+//! rather than wait for it once none is left.
 //!
 //! A job read ahead is claimed like any other: its row is `running` under this worker's lease,
 //! the heartbeat renews it, and it counts as this worker's from the claim on. So:
