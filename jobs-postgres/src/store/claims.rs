@@ -644,16 +644,16 @@ macro_rules! kept_key_starts {
 }
 
 /// How many more jobs of limit key `$key` (an SQL expression) of kind `$1` may start now: `$8`
-/// less its running jobs (from `running_keys`), and, under a per-key rate limit (`$10` jobs in
+/// less its running jobs (from `running_by_key`), and, under a per-key rate limit (`$10` jobs in
 /// `$11` seconds), `$10` less its starts in the window (one probe of the primary key of
 /// `jobs_key_rate_limits`).
 macro_rules! key_room {
     ($key:literal) => {
         concat!(
             "least(
-               $8 - coalesce((SELECT running FROM running_keys WHERE running_keys.key = ",
+               $8 - coalesce(((SELECT running FROM running_by_key) ->> ",
             $key,
-            "), 0),
+            ")::bigint, 0),
                coalesce($10::integer - (SELECT sum(window_start.jobs)
                                FROM jobs_key_rate_limits AS row_of_key,
                                     unnest(row_of_key.started_at, row_of_key.started)
@@ -705,7 +705,8 @@ macro_rules! key_job_and_room {
 /// none).
 ///
 /// The running jobs of the kind are counted per key through the index of running jobs (bounded
-/// by all workers' slots). The keys with due jobs are visited as a ring in key order, starting
+/// by all workers' slots), into one `jsonb` object, in which a key's count is found by a binary
+/// search (a lookup in the counted rows would read them all, for every key visited). The keys with due jobs are visited as a ring in key order, starting
 /// after `$9` and wrapping around, each found, and its first due job locked, by one descent of
 /// `jobs_queue_ready_limit_key` ([`first_job_in_ring!`]), and its room read: its running jobs
 /// from those counted, and under a per-key rate limit its starts in the window from its row of
@@ -735,6 +736,8 @@ WITH RECURSIVE ",
     SELECT limit_key AS key, count(*) AS running FROM jobs_queue
     WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
     GROUP BY limit_key
+), running_by_key AS (
+    SELECT coalesce(jsonb_object_agg(key, running), '{}') AS running FROM running_keys
 ), ring AS (
     SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited, first.room,
            CASE WHEN first.room > 0 THEN 1 ELSE 0 END AS opened
