@@ -18,9 +18,12 @@ const TENANTS: [&str; 5] = ["a", "b", "c", "d", "e"];
 /// Whether the runs of [`tenant_held`] that start from now on wait for their release.
 static HOLDING: AtomicBool = AtomicBool::new(false);
 
-/// The runs of [`tenant_held`] that waited for their release since the test last cleared it:
-/// each one's job id and tenant.
-static HELD: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
+/// A run of [`tenant_held`] that waited for its release: its job id, tenant, and place among
+/// its tenant's jobs.
+type HeldRun = (i64, String, u32);
+
+/// The runs of [`tenant_held`] that waited for their release since the test last cleared it.
+static HELD: Mutex<Vec<HeldRun>> = Mutex::new(Vec::new());
 
 /// Returns at once, or, when [`HOLDING`] is set as it starts, once the test inserts its id into
 /// `releases`: a run that turns long when the test says so. Its jobs are claimed round-robin
@@ -32,19 +35,18 @@ pub async fn tenant_held(
     tenant: String,
     n: u32,
 ) -> JobResult {
-    let _ = n;
     if !HOLDING.load(Ordering::SeqCst) {
         return Ok(());
     }
     HELD.lock()
         .expect("no run panicked holding it")
-        .push((ctx.id(), tenant));
+        .push((ctx.id(), tenant, n));
     released(&pool, &ctx).await?;
     Ok(())
 }
 
 /// The runs held so far, once there are at least `count`; panics after 30 s.
-async fn wait_for_held(count: usize) -> Vec<(i64, String)> {
+async fn wait_for_held(count: usize) -> Vec<HeldRun> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let held = HELD.lock().unwrap().clone();
@@ -67,12 +69,19 @@ fn place_of(tenant: &str) -> usize {
         .unwrap_or_else(|| panic!("unknown tenant {tenant}"))
 }
 
-/// Of two runs held in the two slots, of tenants `first` and `second` in no known order, the place
-/// in [`TENANTS`] of the one that started last in claim order: the two started one right after
-/// the other in turn order, or with one run between them that ended before the hold began, so
-/// the later one is the fewer steps ahead around the ring.
-fn last_started(first: &str, second: &str) -> usize {
-    let (first, second) = (place_of(first), place_of(second));
+/// Of two runs held in the two slots, in no known order, the place in [`TENANTS`] of the tenant
+/// of the one that started last in claim order. The claims take the tenants' jobs turn by turn
+/// (every tenant's n-th job, then every tenant's next), so of two runs whose places among their
+/// tenants' jobs are two or more apart, the further one started last: a run whose task started
+/// late on a busy machine can be held after runs claimed after it ended. Otherwise the two
+/// started one right after the other in turn order, or with one run between them that ended
+/// before the hold began, and the later one is the fewer steps ahead around the ring.
+fn last_started(first: &HeldRun, second: &HeldRun) -> usize {
+    if first.2.abs_diff(second.2) >= 2 {
+        let later = if first.2 > second.2 { first } else { second };
+        return place_of(&later.1);
+    }
+    let (first, second) = (place_of(&first.1), place_of(&second.1));
     let ahead = (second + TENANTS.len() - first) % TENANTS.len();
     if ahead <= TENANTS.len() / 2 {
         second
@@ -149,7 +158,7 @@ async fn the_keys_of_jobs_handed_back_get_their_turns_first() {
                 )
                 .await;
                 let next: (i64, String) = db.rows(&next_query).await.remove(0);
-                let expected = (last_started(&held[0].1, &held[1].1) + 1) % TENANTS.len();
+                let expected = (last_started(&held[0], &held[1]) + 1) % TENANTS.len();
                 assert_eq!(
                     place_of(&next.1),
                     expected,
@@ -159,7 +168,7 @@ async fn the_keys_of_jobs_handed_back_get_their_turns_first() {
                 checked += 1;
             }
             HOLDING.store(false, Ordering::SeqCst);
-            let blocked: Vec<i64> = HELD.lock().unwrap().iter().map(|(id, _)| *id).collect();
+            let blocked: Vec<i64> = HELD.lock().unwrap().iter().map(|(id, ..)| *id).collect();
             db.execute(&format!(
                 "INSERT INTO releases (job_id) SELECT unnest(ARRAY{blocked:?}::bigint[])
                  ON CONFLICT DO NOTHING"
