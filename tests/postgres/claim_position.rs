@@ -148,3 +148,63 @@ async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it
         "{overtaking} backlog jobs were claimed after the urgent jobs were committed and before the last of them"
     );
 }
+
+/// A job on its last attempt that goes before where the claims resume (rescued, or retried,
+/// keeping its `run_at`) is claimed by the next look at the front, within about a second, while
+/// a backlog drains: claims ahead of the free slots, which stop before such a job, never make
+/// that look (they would take nothing and put the next look off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_on_its_last_attempt_before_the_place_is_claimed_by_the_next_look_at_the_front() {
+    let db = Db::new().await;
+    let backlog = 100_000;
+    insert_due_record_runs(&db, backlog, "backlog", "1 hour", "1 ms").await;
+    let worker = Worker::builder(db.pool.clone())
+        .kinds(["record_run"])
+        .queue("default", 8)
+        .state(db.pool.clone())
+        .config(fast_config())
+        .build()
+        .expect("worker builds")
+        .start();
+    db.wait_for_count_at_least(
+        "part of the backlog to be done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        2_000,
+    )
+    .await;
+    let (last_attempt, committed): (i64, DateTime<Utc>) = sqlx::query_as(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, attempts, run_at)
+         VALUES ('record_run', 'default', '{\"label\": \"last attempt\"}', 8, 7,
+                 now() - interval '2 hours')
+         RETURNING id, clock_timestamp()",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let left_then = db
+        .count("SELECT count(*) FROM jobs_queue WHERE state = 'ready'")
+        .await;
+    db.wait_for_count(
+        "the job on its last attempt to be claimed",
+        &format!("SELECT count(*) FROM jobs_queue WHERE id = {last_attempt} AND state <> 'ready'"),
+        1,
+    )
+    .await;
+    worker.shutdown().await.expect("the worker stops");
+    let claimed_before: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs_queue
+         WHERE attempted_at > $1 AND attempted_at < (SELECT attempted_at FROM jobs_queue WHERE id = $2)",
+    )
+    .bind(committed)
+    .bind(last_attempt)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    println!(
+        "{claimed_before} of the {left_then} backlog jobs ready were claimed before the job on its last attempt"
+    );
+    assert!(
+        claimed_before < left_then / 10,
+        "{claimed_before} of the {left_then} backlog jobs ready were claimed before the job on its last attempt"
+    );
+}

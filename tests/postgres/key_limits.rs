@@ -333,6 +333,40 @@ async fn claims_ahead_stop_before_a_job_on_its_last_attempt_and_count_against_th
     assert_eq!(claim_ids().await, [b[1], a[2], b[2]]);
 }
 
+/// A claim ahead alone (no free slot) that stops before the first job in turn order, on its last
+/// attempt, takes nothing and leaves the round where it was: the keys it visited keep their
+/// turns, and the next claim with a free slot takes that job first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_ahead_that_took_nothing_leaves_the_keys_their_turns() {
+    let db = Db::new().await;
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    insert_merchant_jobs(&db, &keys).await;
+    insert_merchant_jobs(&db, &keys).await;
+    let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    db.put_on_last_attempt(ids[0]).await;
+    let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
+    let mut conn = db.pool.acquire().await.unwrap();
+    let ahead_alone = ClaimCount { free: 0, ahead: 4 };
+    let claim = claim_per_merchant(&mut conn, ahead_alone, 2, &mut round).await;
+    assert!(
+        claim.jobs.is_empty(),
+        "a's first job is on its last attempt"
+    );
+    assert_eq!(round.cursor, None, "the round stays where it was");
+    let free = ClaimCount { free: 2, ahead: 0 };
+    let claim = claim_per_merchant(&mut conn, free, 2, &mut round).await;
+    assert_eq!(
+        claim
+            .jobs
+            .iter()
+            .map(|job| job.turn_key.as_deref())
+            .collect::<Vec<_>>(),
+        [Some("a"), Some("b")],
+        "a's and b's turns come first"
+    );
+    assert_eq!(claim.jobs[0].id, ids[0]);
+}
+
 /// The most jobs of one limit key started in any window of `window_ms`, from the rows' start
 /// times (each window starting at a start).
 async fn most_started_per_key_in_any_window(db: &Db, window_ms: u32) -> i64 {

@@ -3,12 +3,14 @@
 //! queue in their place when they would.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
 use jobs::{job, JobContext, JobResult, WorkerConfig};
+use tokio::sync::Semaphore;
 
 use crate::key_limits::most_running_at_once;
 use crate::support::{fast_config, start_worker, Db};
@@ -119,6 +121,125 @@ async fn the_next_claim_goes_out_while_the_jobs_claimed_ahead_still_start() {
         most > 8 * CONCURRENCY,
         "at most {most} jobs of a claim started after the next claim began, with {CONCURRENCY} \
          slots: the claims waited for the jobs claimed ahead to run out"
+    );
+}
+
+/// Whether [`gated_merchant_task`] jobs that start wait at [`GATE`].
+static GATED: AtomicBool = AtomicBool::new(false);
+
+/// Where started [`gated_merchant_task`] jobs wait while [`GATED`]: each takes a permit to end.
+static GATE: Semaphore = Semaphore::const_new(0);
+
+/// How many [`gated_merchant_task`] jobs wait at [`GATE`].
+static AT_GATE: AtomicUsize = AtomicUsize::new(0);
+
+/// Does nothing (waits at [`GATE`] while [`GATED`]), with a per-key running limit never
+/// reached: its claims take the kind's advisory lock, which a test can hold to keep a claim
+/// waiting.
+#[job(limit_key = "<merchant>", max_running_per_key = 1000)]
+pub async fn gated_merchant_task(merchant: String, n: u32) -> JobResult {
+    let _ = (merchant, n);
+    if GATED.load(Ordering::SeqCst) {
+        AT_GATE.fetch_add(1, Ordering::SeqCst);
+        GATE.acquire().await.expect("never closed").forget();
+        AT_GATE.fetch_sub(1, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+/// The jobs waiting for a slot are handed back after 100 ms even while the claim that went out
+/// ahead of them waits (here on the kind's advisory lock, held by the test): the claim does not
+/// keep them from other workers. Its own jobs go back behind them once it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_waiting_are_handed_back_while_the_claim_ahead_of_them_waits() {
+    let db = Db::new().await;
+    let jobs = 5_000;
+    let args = (0..jobs).map(|n| gated_merchant_task::Args {
+        merchant: format!("merchant {}", n % 64),
+        n: u32::try_from(n).unwrap(),
+    });
+    gated_merchant_task::enqueue_many(&db.pool, args)
+        .await
+        .unwrap();
+    let pool = db.other_pool(10).await;
+    // Few jobs ahead: a few jobs ending bring the jobs waiting below a claim's worth.
+    let config = WorkerConfig {
+        claim_ahead: 16,
+        ..draining_config()
+    };
+    let worker = start_worker(&pool, &["gated_merchant_task"], config);
+    let slots = i64::try_from(CONCURRENCY).unwrap();
+    let claim_waits = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let running = "SELECT count(*) FROM jobs_queue WHERE state = 'running'";
+    let handed_back =
+        "SELECT count(*) FROM jobs_queue WHERE state = 'ready' AND attempted_at IS NOT NULL";
+    let mut reached = false;
+    for round in 1..=5 {
+        db.wait_for_count_at_least(
+            "a backlog draining",
+            "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+            300 * round,
+        )
+        .await;
+        // The claims of the kind wait for the lock from now on; the slots fill with jobs that
+        // wait at the gate, and the jobs claimed ahead wait for them.
+        let handed_back_before = db.count(handed_back).await;
+        let mut lock = db.pool.begin().await.unwrap();
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:gated_merchant_task', 0))",
+        )
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+        GATED.store(true, Ordering::SeqCst);
+        // One job at the gate ends at a time and a waiting one takes its slot, until fewer wait
+        // than a claim takes ahead and the next claim goes out, to wait for the lock. Should the
+        // jobs waiting be handed back first (they waited 100 ms), or none be left to wait, the
+        // claim that waits is one for free slots, with no job waiting: another round is tried.
+        loop {
+            if db.count(claim_waits).await > 0 {
+                reached = db.count(running).await > slots
+                    && db.count(handed_back).await == handed_back_before;
+                break;
+            }
+            if AT_GATE.load(Ordering::SeqCst) == CONCURRENCY {
+                GATE.add_permits(1);
+            }
+            tokio::task::yield_now().await;
+        }
+        if reached {
+            db.wait_for_count(
+                "the jobs waiting handed back while the claim waits",
+                running,
+                slots,
+            )
+            .await;
+            assert_eq!(db.count(claim_waits).await, 1, "the claim still waits");
+        }
+        lock.rollback().await.unwrap();
+        GATED.store(false, Ordering::SeqCst);
+        GATE.add_permits(CONCURRENCY);
+        if reached {
+            println!("round {round}: jobs waited behind the slots while a claim ahead waited");
+            break;
+        }
+    }
+    assert!(
+        reached,
+        "in 5 rounds, no claim ahead waited while jobs waited behind the slots"
+    );
+    db.wait_for_count(
+        "every job done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        jobs,
+    )
+    .await;
+    worker.shutdown().await.unwrap();
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
+            .await,
+        0,
+        "every job ran once, those handed back with their attempt given back"
     );
 }
 

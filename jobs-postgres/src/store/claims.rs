@@ -1255,15 +1255,19 @@ pub async fn claim_key_limited(
             .bind(i64::try_from(free).unwrap_or(i64::MAX))
             .fetch_all(&mut *transaction)
             .await?;
-        if let Some(row) = rows.first() {
-            round.cursor = row.try_get("key_cursor")?;
-        }
         let before = jobs.len();
         for row in &rows {
             // The one row of a claim that took nothing has no job.
             if row.try_get::<Option<JobId>, _>("id")?.is_some() {
                 jobs.push(ClaimedJob::from_row(row)?);
             }
+        }
+        // A round that took nothing for no free slot may have stopped before a job on its last
+        // attempt, of a key with room: the round stays where it was, for a claim with free
+        // slots to take it in its turn. (With free slots, a round that took nothing found no
+        // key with room and a job, and the next one goes on past the keys it visited.)
+        if let Some(row) = rows.first().filter(|_| jobs.len() > before || free > 0) {
+            round.cursor = row.try_get("key_cursor")?;
         }
         if jobs.len() == before || jobs.len() >= count.free {
             break;
@@ -1343,7 +1347,8 @@ impl KeyRound {
     /// (`None` when none has). The next round goes on after it, so that the keys whose jobs were
     /// handed back get their turns first, as they had them (with any key passed over or come in
     /// between, in ring order). Jobs start in the order they were claimed, so every job taken in
-    /// a turn after that one was handed back, whichever claims took them.
+    /// a turn after that one was handed back (or passed over, its lease lost), whichever claims
+    /// took them.
     pub fn handed_back(&mut self, last_started: Option<String>) {
         self.cursor = last_started;
     }

@@ -195,8 +195,9 @@ const FRONT_CLAIM_EVERY: Duration = Duration::from_secs(1);
 /// How much longer than a slow look at the front the next one waits: this many times as long as
 /// the last one took, when that is longer than [`FRONT_CLAIM_EVERY`] (a look of more than 50 ms),
 /// up to [`FRONT_CLAIM_LONGEST_INTERVAL`]. So looks of up to half a second hold the slots about a
-/// twenty-first of the time: the producer starts no job while a claim runs, so a slow look at
-/// the front stalls every slot that frees meanwhile. A look at the front passes the index
+/// twenty-first of the time: a look at the front is a claim for free slots, and the producer
+/// starts no job while such a claim runs, so a slow look at the front stalls every slot that
+/// frees meanwhile. A look at the front passes the index
 /// entries of every job claimed since the last vacuum, which a long transaction elsewhere (a
 /// held xmin horizon) keeps from even being marked dead: draining 45,000 jobs a second under
 /// such a hold, looks at the front took 100 ms (the median) and up to half a second. Lock waits
@@ -238,6 +239,12 @@ impl ClaimPosition {
             return None;
         }
         self.last
+    }
+
+    /// Whether the next claim must start at the front: a queue's claim with no place yet, or
+    /// whose look at the front is due.
+    fn front_due(&self) -> bool {
+        self.resumable && self.resume_point().is_none()
     }
 
     /// Makes the next claim start at the front: jobs were handed back there, in their places.
@@ -285,12 +292,15 @@ pub async fn produce(
     let mut read_ahead = ReadAhead::default();
     let mut starter = Starter::new(Arc::clone(&shared), executors);
     let claim_ahead = plan.claim.most_ahead(shared.config.claim_ahead);
-    // How many jobs the next claim takes beyond the free slots: as many as the slots started
-    // within the read-ahead span at the pace of the last claim's jobs, once they all ended
-    // within the claim batch window; else none.
+    // How many jobs the next claim takes beyond the free slots: as many as the slots start
+    // within the read-ahead span at their pace, measured once every job of the last claim ended
+    // within the claim batch window, or from the starts between two claims while jobs waited
+    // (doubled when the jobs waiting ran out before a claim ahead returned); else none.
     let mut ahead = 0;
-    // When the last claim returned, and how many jobs it took.
+    // When the last claim returned, and how many jobs were to start from then on.
     let mut last_claim: Option<(Instant, usize)> = None;
+    // The jobs just handed back, `(id, lease token)`: the next claim waits for their writes.
+    let mut handed_back_runs: Option<Vec<(JobId, Uuid)>> = None;
     // When the last claim's jobs were taken in, and how many jobs had started by then.
     let mut pace_from = (Instant::now(), 0);
     // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
@@ -312,14 +322,29 @@ pub async fn produce(
         .map(|limit| limit.per() / 64)
         .fold(shared.config.poll_interval, Duration::min);
     loop {
+        if let Some(runs) = handed_back_runs.take() {
+            // Bounded: should the completer be slow to write them, the next look at the front
+            // finds them (within a second, or up to 10 s while looks are slow).
+            let _ = tokio::time::timeout(
+                read_ahead::LONGEST_WAIT,
+                handed_back(&shared, &runs, &mut outcomes_written, &mut stop),
+            )
+            .await;
+            // The jobs are back in their places, before where the claims ended; a fair or
+            // per-key limited kind's keys whose jobs came back get their turns first.
+            position.rewind();
+            round.handed_back(starter.last_turn());
+        }
         // Under a backlog of short jobs the next claim goes out while the jobs claimed ahead
-        // still start, once fewer than a claim's worth wait: the slots start jobs while it runs.
-        // It takes jobs ahead alone (no free slot): up to as many as the last claims took
-        // ahead, so that at most twice that wait.
+        // still start, once fewer wait than a claim takes ahead: the slots start jobs while it
+        // runs. It takes jobs ahead alone (no free slot), so at most twice that many wait. A
+        // look at the front is left to a claim for free slots: a claim ahead stops before a job
+        // on its last attempt, which would keep the front from being looked at again.
         let next_claim_due = busy
             && ahead > 0
             && !read_ahead.is_empty()
             && read_ahead.len() < ahead
+            && !position.front_due()
             && read_ahead
                 .hand_back_at()
                 .is_some_and(|at| at > Instant::now())
@@ -330,22 +355,45 @@ pub async fn produce(
             let from = position.resume_point();
             // Slots that free while no job waits are kept for the claim's first jobs.
             let mut free_slots = Vec::new();
+            // Stopping: no job starts any more; the jobs waiting are handed back at once, and
+            // the claim's once it returns.
+            let mut stopping = false;
+            // The jobs waiting were handed back while the claim ran (they waited too long for a
+            // slot): the claim's go back too, behind them.
+            let mut handed: Option<Vec<(JobId, Uuid)>> = None;
             let claimed = {
                 let claim = plan
                     .claim
                     .claim(&shared, count, from, &mut round, &mut held);
                 tokio::pin!(claim);
-                // Stopping: no job starts any more, and the claim's jobs are handed back with
-                // those waiting.
-                let mut stopping = false;
                 loop {
-                    tokio::select! {
+                    let hand_back_at = read_ahead.hand_back_at();
+                    let event = tokio::select! {
                         biased;
                         claimed = &mut claim => break claimed,
-                        _ = stop.wait_for(|stop| *stop), if !stopping => stopping = true,
+                        _ = stop.wait_for(|stop| *stop), if !stopping => DuringClaim::Stop,
+                        () = tokio::time::sleep_until(hand_back_at.map_or_else(
+                            tokio::time::Instant::now,
+                            tokio::time::Instant::from_std,
+                        )), if hand_back_at.is_some() => DuringClaim::HandBack,
                         permit = Arc::clone(&slots).acquire_owned(), if !stopping => {
-                            let Ok(permit) = permit else { return };
-                            if *shared.abandoned.borrow() {
+                            match permit {
+                                Ok(permit) => DuringClaim::Slot(permit),
+                                Err(_) => DuringClaim::Stop,
+                            }
+                        }
+                    };
+                    match event {
+                        DuringClaim::Stop => {
+                            stopping = true;
+                            hand_back(&shared, &mut read_ahead).await;
+                        }
+                        DuringClaim::HandBack => {
+                            let runs = hand_back(&shared, &mut read_ahead).await;
+                            handed.get_or_insert_with(Vec::new).extend(runs);
+                        }
+                        DuringClaim::Slot(permit) => {
+                            if *shared.abandoned.borrow() || handed.is_some() {
                                 free_slots.push(permit);
                             } else if let Some(permit) =
                                 starter.start_waiting(&mut read_ahead, permit)
@@ -376,7 +424,7 @@ pub async fn produce(
                             usize::try_from(starter.started() - started_then).unwrap_or(usize::MAX);
                         read_ahead::jobs_within_span(started, claimed_at - since).min(claim_ahead)
                     };
-                    if *stop.borrow() || *shared.abandoned.borrow() {
+                    if stopping || handed.is_some() || *shared.abandoned.borrow() {
                         free_slots.clear();
                     }
                     let starting_now = free_slots.len().min(jobs.len());
@@ -389,6 +437,12 @@ pub async fn produce(
                     ahead = 0;
                     tracing::warn!(queue = plan.name, %error, "claiming ahead failed");
                 }
+            }
+            if let Some(mut runs) = handed {
+                ahead = 0;
+                held.drop_connection();
+                runs.extend(hand_back(&shared, &mut read_ahead).await);
+                handed_back_runs = Some(runs);
             }
             continue;
         }
@@ -423,18 +477,7 @@ pub async fn produce(
                 // Every slot is busy: the connection goes back to the pool, where the writes
                 // of the hand-backs and of the jobs running may need it.
                 held.drop_connection();
-                let runs = hand_back(&shared, &mut read_ahead).await;
-                // Bounded: should the completer be slow to write them, the next look at the
-                // front finds them (within a second, or up to 10 s while looks are slow).
-                let _ = tokio::time::timeout(
-                    read_ahead::LONGEST_WAIT,
-                    handed_back(&shared, &runs, &mut outcomes_written, &mut stop),
-                )
-                .await;
-                // The jobs are back in their places, before where the claims ended; a fair or
-                // per-key limited kind's keys whose jobs came back get their turns first.
-                position.rewind();
-                round.handed_back(starter.last_turn());
+                handed_back_runs = Some(hand_back(&shared, &mut read_ahead).await);
                 continue;
             }
             Woken::SlotsBusy => {
@@ -601,6 +644,16 @@ pub async fn produce(
             }
         }
     }
+}
+
+/// What a producer woke to while its claim ahead ran.
+enum DuringClaim {
+    /// A slot is free.
+    Slot(OwnedSemaphorePermit),
+    /// The worker is stopping.
+    Stop,
+    /// The jobs claimed ahead waited too long for a slot.
+    HandBack,
 }
 
 /// What a producer waiting for a free slot woke to.
