@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
-use jobs::{job, JobContext, JobResult, WorkerConfig};
+use jobs::{job, Completion, JobContext, JobResult, WorkerConfig};
+use jobs_testkit::DEFAULT_WAIT;
 use tokio::sync::Semaphore;
 
 use crate::key_limits::most_running_at_once;
@@ -153,7 +154,7 @@ pub async fn gated_merchant_task(merchant: String, n: u32) -> JobResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_waiting_are_handed_back_while_the_claim_ahead_of_them_waits() {
     let db = Db::new().await;
-    let jobs = 5_000;
+    let jobs = 6_000;
     let args = (0..jobs).map(|n| gated_merchant_task::Args {
         merchant: format!("merchant {}", n % 64),
         n: u32::try_from(n).unwrap(),
@@ -162,19 +163,26 @@ async fn jobs_waiting_are_handed_back_while_the_claim_ahead_of_them_waits() {
         .await
         .unwrap();
     let pool = db.other_pool(10).await;
-    // Few jobs ahead: a few jobs ending bring the jobs waiting below a claim's worth.
+    // Few jobs ahead: a few jobs ending bring the jobs waiting below a claim's worth. Each
+    // outcome is written before its slot frees: once both slots hold jobs at the gate, the rows
+    // running beyond them are jobs waiting in the worker.
     let config = WorkerConfig {
         claim_ahead: 16,
+        completion: Completion::PerJob,
         ..draining_config()
     };
     let worker = start_worker(&pool, &["gated_merchant_task"], config);
     let slots = i64::try_from(CONCURRENCY).unwrap();
-    let claim_waits = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let claim_waits = "SELECT count(*) FROM pg_locks
+         WHERE locktype = 'advisory' AND NOT granted
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    let slots_at_gate =
+        || AT_GATE.load(Ordering::SeqCst) == CONCURRENCY && GATE.available_permits() == 0;
     let running = "SELECT count(*) FROM jobs_queue WHERE state = 'running'";
     let handed_back =
         "SELECT count(*) FROM jobs_queue WHERE state = 'ready' AND attempted_at IS NOT NULL";
     let mut reached = false;
-    for round in 1..=5 {
+    for round in 1..=10 {
         db.wait_for_count_at_least(
             "a backlog draining",
             "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
@@ -196,13 +204,23 @@ async fn jobs_waiting_are_handed_back_while_the_claim_ahead_of_them_waits() {
         // than a claim takes ahead and the next claim goes out, to wait for the lock. Should the
         // jobs waiting be handed back first (they waited 100 ms), or none be left to wait, the
         // claim that waits is one for free slots, with no job waiting: another round is tried.
+        let deadline = Instant::now() + DEFAULT_WAIT;
         loop {
+            assert!(Instant::now() < deadline, "no claim waited for the lock");
             if db.count(claim_waits).await > 0 {
-                reached = db.count(running).await > slots
+                // The job that ended last may still be handing its slot over.
+                for _ in 0..100 {
+                    if slots_at_gate() {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                reached = slots_at_gate()
+                    && db.count(running).await > slots
                     && db.count(handed_back).await == handed_back_before;
                 break;
             }
-            if AT_GATE.load(Ordering::SeqCst) == CONCURRENCY {
+            if slots_at_gate() {
                 GATE.add_permits(1);
             }
             tokio::task::yield_now().await;
@@ -226,7 +244,7 @@ async fn jobs_waiting_are_handed_back_while_the_claim_ahead_of_them_waits() {
     }
     assert!(
         reached,
-        "in 5 rounds, no claim ahead waited while jobs waited behind the slots"
+        "in 10 rounds, no claim ahead waited while jobs waited behind the slots"
     );
     db.wait_for_count(
         "every job done",

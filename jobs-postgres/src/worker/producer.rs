@@ -241,12 +241,6 @@ impl ClaimPosition {
         self.last
     }
 
-    /// Whether the next claim must start at the front: a queue's claim with no place yet, or
-    /// whose look at the front is due.
-    fn front_due(&self) -> bool {
-        self.resumable && self.resume_point().is_none()
-    }
-
     /// Makes the next claim start at the front: jobs were handed back there, in their places.
     fn rewind(&mut self) {
         self.last = None;
@@ -340,11 +334,12 @@ pub async fn produce(
         // runs. It takes jobs ahead alone (no free slot), so at most twice that many wait. A
         // look at the front is left to a claim for free slots: a claim ahead stops before a job
         // on its last attempt, which would keep the front from being looked at again.
+        let from = position.resume_point();
         let next_claim_due = busy
             && ahead > 0
             && !read_ahead.is_empty()
             && read_ahead.len() < ahead
-            && !position.front_due()
+            && (from.is_some() || !position.resumable)
             && read_ahead
                 .hand_back_at()
                 .is_some_and(|at| at > Instant::now())
@@ -352,7 +347,6 @@ pub async fn produce(
             && !*shared.abandoned.borrow();
         if next_claim_due {
             let count = ClaimCount { free: 0, ahead };
-            let from = position.resume_point();
             // Slots that free while no job waits are kept for the claim's first jobs.
             let mut free_slots = Vec::new();
             // Stopping: no job starts any more; the jobs waiting are handed back at once, and
@@ -367,7 +361,11 @@ pub async fn produce(
                     .claim(&shared, count, from, &mut round, &mut held);
                 tokio::pin!(claim);
                 loop {
-                    let hand_back_at = read_ahead.hand_back_at();
+                    // Once the worker stops at once, nothing is handed back: the jobs' leases
+                    // bring them back.
+                    let hand_back_at = read_ahead
+                        .hand_back_at()
+                        .filter(|_| !*shared.abandoned.borrow());
                     let event = tokio::select! {
                         biased;
                         claimed = &mut claim => break claimed,
@@ -430,8 +428,11 @@ pub async fn produce(
                     let starting_now = free_slots.len().min(jobs.len());
                     starter.take_in(jobs, sent_at, claimed_at, &mut free_slots, &mut read_ahead);
                     pace_from = (Instant::now(), starter.started());
-                    // The pace of the jobs from here on is measured as a claim's.
-                    last_claim = Some((claimed_at, starting_now + read_ahead.len()));
+                    // The pace of the jobs from here on is measured as a claim's (not when
+                    // they go back).
+                    last_claim = handed
+                        .is_none()
+                        .then_some((claimed_at, starting_now + read_ahead.len()));
                 }
                 Err(error) => {
                     ahead = 0;
