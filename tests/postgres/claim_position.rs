@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use jobs::postgres::__private::sql;
 use jobs::postgres::__private::store::{self, ClaimPlace, Outcome};
-use jobs::{Decision, Worker};
+use jobs::{Decision, Worker, WorkerHandle};
 use sqlx::Connection;
 
 use crate::plans::{claim_of_16, explain_analyze, plan_nodes, plan_of};
@@ -84,18 +84,23 @@ async fn a_claim_from_the_last_place_skips_what_a_held_xmin_keeps() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it() {
-    let db = Db::new().await;
-    insert_due_record_runs(&db, 20_000, "backlog", "1 hour", "1 ms").await;
-    let worker = Worker::builder(db.pool.clone())
+/// A worker with 8 slots draining the `record_run` backlog of `db`.
+fn start_draining(db: &Db) -> WorkerHandle {
+    Worker::builder(db.pool.clone())
         .kinds(["record_run"])
         .queue("default", 8)
         .state(db.pool.clone())
         .config(fast_config())
         .build()
         .expect("worker builds")
-        .start();
+        .start()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn higher_priority_jobs_enqueued_during_a_backlog_go_before_the_rest_of_it() {
+    let db = Db::new().await;
+    insert_due_record_runs(&db, 20_000, "backlog", "1 hour", "1 ms").await;
+    let worker = start_draining(&db);
     // The backlog is being drained: claims resume where the previous one ended.
     db.wait_for_count_at_least(
         "part of the backlog to be done",
@@ -158,14 +163,7 @@ async fn a_job_on_its_last_attempt_before_the_place_is_claimed_by_the_next_look_
     let db = Db::new().await;
     let backlog = 100_000;
     insert_due_record_runs(&db, backlog, "backlog", "1 hour", "1 ms").await;
-    let worker = Worker::builder(db.pool.clone())
-        .kinds(["record_run"])
-        .queue("default", 8)
-        .state(db.pool.clone())
-        .config(fast_config())
-        .build()
-        .expect("worker builds")
-        .start();
+    let worker = start_draining(&db);
     db.wait_for_count_at_least(
         "part of the backlog to be done",
         "SELECT count(*) FROM jobs_queue WHERE state = 'done'",

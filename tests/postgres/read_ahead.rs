@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobs::postgres::__private::store::{claim_ahead, ClaimCount, ClaimedJob};
-use jobs::{job, Completion, JobContext, JobResult, WorkerConfig};
+use jobs::{job, Completion, JobContext, JobResult, WorkerConfig, WorkerHandle};
 use jobs_testkit::DEFAULT_WAIT;
 use tokio::sync::Semaphore;
 
@@ -246,19 +246,13 @@ async fn jobs_waiting_are_handed_back_while_the_claim_ahead_of_them_waits() {
         reached,
         "in 10 rounds, no claim ahead waited while jobs waited behind the slots"
     );
-    db.wait_for_count(
-        "every job done",
-        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+    finish_each_once(
+        &db,
+        worker,
         jobs,
+        "those handed back with their attempt given back",
     )
     .await;
-    worker.shutdown().await.unwrap();
-    assert_eq!(
-        db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
-            .await,
-        0,
-        "every job ran once, those handed back with their attempt given back"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,13 +302,7 @@ async fn assert_drained_with_claims_ahead(db: &Db, kind: &'static str, jobs: i64
     let config = draining_config();
     let claim_ahead = i64::try_from(config.claim_ahead).unwrap();
     let worker = start_worker(&pool, &[kind], config);
-    db.wait_for_count(
-        "every job done",
-        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
-        jobs,
-    )
-    .await;
-    worker.shutdown().await.unwrap();
+    finish_each_once(db, worker, jobs, "none claimed twice").await;
     let claims = claims_run(&pool).await;
     println!("{claims} claims for {jobs} jobs of {kind} at concurrency {CONCURRENCY}");
     // Claims of the free slots alone would be at least one per CONCURRENCY jobs.
@@ -322,11 +310,23 @@ async fn assert_drained_with_claims_ahead(db: &Db, kind: &'static str, jobs: i64
         claims <= jobs / (claim_ahead / 2),
         "{claims} claims for {jobs} jobs: the claims took no more than their free slots"
     );
+}
+
+/// Waits until the `jobs` jobs enqueued in `db` are all done, stops `worker`, and checks that
+/// each ran once (`how`: in what way, for the test at hand).
+async fn finish_each_once(db: &Db, worker: WorkerHandle, jobs: i64, how: &str) {
+    db.wait_for_count(
+        "every job done",
+        "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
+        jobs,
+    )
+    .await;
+    worker.shutdown().await.unwrap();
     assert_eq!(
         db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
             .await,
         0,
-        "every job ran once"
+        "every job ran once: {how}"
     );
 }
 
@@ -428,19 +428,7 @@ async fn jobs_claimed_ahead_behind_long_jobs_go_back_in_their_place_and_first() 
         }
         release_long_jobs(&db, &backlog).await;
         let jobs = i64::try_from(backlog.len()).unwrap();
-        db.wait_for_count(
-            "every job done",
-            "SELECT count(*) FROM jobs_queue WHERE state = 'done'",
-            jobs,
-        )
-        .await;
-        worker.shutdown().await.unwrap();
-        assert_eq!(
-            db.count("SELECT count(*) FROM jobs_queue WHERE attempts <> 1")
-                .await,
-            0,
-            "every job ran once"
-        );
+        finish_each_once(&db, worker, jobs, "those handed back run after").await;
         // In claim order, each job not handed back was claimed no earlier than every job handed
         // back before it.
         let claims: Vec<(i64, f64)> = db
