@@ -263,6 +263,20 @@ pub const CLAIM_ONE_KIND_AFTER: &str = claim_one_kind!(
     "$5"
 );
 
+/// The ready jobs of kind `$kind` in queue `$queue` (SQL expressions), as a `FROM` item and the
+/// start of its `WHERE` clause, for the scans of a key's jobs through a key column's ready index.
+macro_rules! ready_of_kind {
+    ($queue:literal, $kind:literal) => {
+        concat!(
+            "jobs_queue
+            WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind
+        )
+    };
+}
+
 /// The first due job (by the time `$now`) of kind `$kind` ready in queue `$queue` whose key in
 /// column `$column` (`fair_key`, `limit_key`) follows `$after` (an SQL expression) in the ring of
 /// the keys, locked (`FOR UPDATE SKIP LOCKED`), as a row of `key`, `id` and `spare` (whether it
@@ -287,11 +301,8 @@ macro_rules! first_job_in_ring {
             "SELECT * FROM (
             SELECT ",
             $column,
-            " AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = ",
-            $queue,
-            " AND kind = ",
-            $kind,
+            " AS key, id, attempts + 1 < max_attempts AS spare FROM ",
+            ready_of_kind!($queue, $kind),
             " AND ",
             $column,
             " IS NOT NULL
@@ -313,11 +324,8 @@ macro_rules! first_job_in_ring {
         SELECT * FROM (
             SELECT ",
             $column,
-            " AS key, id, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = ",
-            $queue,
-            " AND kind = ",
-            $kind,
+            " AS key, id, attempts + 1 < max_attempts AS spare FROM ",
+            ready_of_kind!($queue, $kind),
             " AND ",
             $column,
             " IS NOT NULL
@@ -370,11 +378,8 @@ macro_rules! turns_of_keys {
                1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
                  AS turn
         FROM (
-            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM jobs_queue
-            WHERE state = 'ready' AND queue = ",
-            $queue,
-            " AND kind = ",
-            $kind,
+            SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM ",
+            ready_of_kind!($queue, $kind),
             " AND ",
             $column,
             " = ",
@@ -708,8 +713,9 @@ macro_rules! key_job_and_room {
 /// by all workers' slots), into one `jsonb` object, in which a key's count is found by a binary
 /// search (a lookup in the counted rows would read them all, for every key visited; building
 /// the object costs about a microsecond per key running, once per claim). The keys with due
-/// jobs are visited as a ring in key order, starting after `$9` and wrapping around, each found, and its first due job locked, by one descent of
-/// `jobs_queue_ready_limit_key` ([`first_job_in_ring!`]), and its room read: its running jobs
+/// jobs are visited as a ring in key order, starting after `$9` and wrapping around, each
+/// found, and its first due job locked, by one descent of `jobs_queue_ready_limit_key`
+/// ([`first_job_in_ring!`]), and its room read: its running jobs
 /// from those counted, and under a per-key rate limit its starts in the window from its row of
 /// `jobs_key_rate_limits` (one probe of the primary key). The keys without room are passed over
 /// (their first job stays locked until the claim commits; the kind's claims are serialized
