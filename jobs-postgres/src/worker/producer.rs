@@ -4,6 +4,7 @@
 //! claims ahead of its free slots ([`ReadAhead`]), and sends the next claim while the jobs
 //! claimed ahead still start ([`Starter`] starts them).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use uuid::Uuid;
 
 use super::completer;
 use super::held_connection::HeldConnection;
-use super::read_ahead::{self, ReadAhead};
+use super::read_ahead::{self, PaceMark, ReadAhead};
 use super::running::Renewal;
 use super::starter::Starter;
 use super::watcher::{Idle, QueueWatch};
@@ -291,12 +292,10 @@ pub async fn produce(
     // within the claim batch window, or from the starts between two claims while jobs waited
     // (doubled when the jobs waiting ran out before a claim ahead returned); else none.
     let mut ahead = 0;
-    // When the last claim returned, and how many jobs were to start from then on.
-    let mut last_claim: Option<(Instant, usize)> = None;
     // The jobs just handed back, `(id, lease token)`: the next claim waits for their writes.
     let mut handed_back_runs: Option<Vec<(JobId, Uuid)>> = None;
-    // When the last claim's jobs were taken in, and how many jobs had started by then.
-    let mut pace_from = (Instant::now(), 0);
+    // The last claim's return, from which the slots' pace is measured.
+    let mut pace = PaceMark::new(Instant::now(), 0, 0);
     // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
     // round goes on after its key.
     let mut round = KeyRound::new(shared.config.poll_interval);
@@ -347,66 +346,27 @@ pub async fn produce(
             && !*shared.abandoned.borrow();
         if next_claim_due {
             let count = ClaimCount { free: 0, ahead };
-            // Slots that free while no job waits are kept for the claim's first jobs.
-            let mut free_slots = Vec::new();
-            // Stopping: no job starts any more; the jobs waiting are handed back at once, and
-            // the claim's once it returns.
-            let mut stopping = false;
-            // The jobs waiting were handed back while the claim ran (they waited too long for a
-            // slot): the claim's go back too, behind them.
-            let mut handed: Option<Vec<(JobId, Uuid)>> = None;
-            let claimed = {
-                let claim = plan
-                    .claim
-                    .claim(&shared, count, from, &mut round, &mut held);
-                tokio::pin!(claim);
-                loop {
-                    // Once the worker stops at once, nothing is handed back: the jobs' leases
-                    // bring them back.
-                    let hand_back_at = read_ahead
-                        .hand_back_at()
-                        .filter(|_| !*shared.abandoned.borrow());
-                    let event = tokio::select! {
-                        biased;
-                        claimed = &mut claim => break claimed,
-                        _ = stop.wait_for(|stop| *stop), if !stopping => DuringClaim::Stop,
-                        () = tokio::time::sleep_until(hand_back_at.map_or_else(
-                            tokio::time::Instant::now,
-                            tokio::time::Instant::from_std,
-                        )), if hand_back_at.is_some() => DuringClaim::HandBack,
-                        permit = Arc::clone(&slots).acquire_owned(), if !stopping => {
-                            match permit {
-                                Ok(permit) => DuringClaim::Slot(permit),
-                                Err(_) => DuringClaim::Stop,
-                            }
-                        }
-                    };
-                    match event {
-                        DuringClaim::Stop => {
-                            stopping = true;
-                            hand_back(&shared, &mut read_ahead).await;
-                        }
-                        DuringClaim::HandBack => {
-                            let runs = hand_back(&shared, &mut read_ahead).await;
-                            handed.get_or_insert_with(Vec::new).extend(runs);
-                        }
-                        DuringClaim::Slot(permit) => {
-                            if *shared.abandoned.borrow() || handed.is_some() {
-                                free_slots.push(permit);
-                            } else if let Some(permit) =
-                                starter.start_waiting(&mut read_ahead, permit)
-                            {
-                                free_slots.push(permit);
-                            }
-                        }
-                    }
-                }
-            };
+            let claim = plan
+                .claim
+                .claim(&shared, count, from, &mut round, &mut held);
+            let (claimed, meanwhile) = start_while_claiming(
+                claim,
+                &shared,
+                &slots,
+                &mut stop,
+                &mut read_ahead,
+                &mut starter,
+            )
+            .await;
+            let WhileClaiming {
+                mut free_slots,
+                stopping,
+                handed,
+            } = meanwhile;
             match claimed {
                 Ok((LimitedClaim { jobs, .. }, sent_at)) => {
                     let claimed_at = Instant::now();
                     position.claimed(&jobs, from.is_none(), claimed_at - sent_at);
-                    let (since, started_then) = pace_from;
                     ahead = if jobs.len() < count.ahead {
                         // The jobs ahead ran out, or stopped at a job on its last attempt: the
                         // next claims are made for free slots, until the pace is known again.
@@ -418,21 +378,15 @@ pub async fn produce(
                     } else {
                         // A job waited for every slot that freed since the last claim's jobs
                         // were taken in: their starts give the slots' pace.
-                        let started =
-                            usize::try_from(starter.started() - started_then).unwrap_or(usize::MAX);
-                        read_ahead::jobs_within_span(started, claimed_at - since).min(claim_ahead)
+                        pace.since_taken_in(starter.started(), claimed_at)
+                            .min(claim_ahead)
                     };
                     if stopping || handed.is_some() || *shared.abandoned.borrow() {
                         free_slots.clear();
                     }
-                    let starting_now = free_slots.len().min(jobs.len());
+                    let started_before = starter.started();
                     starter.take_in(jobs, sent_at, claimed_at, &mut free_slots, &mut read_ahead);
-                    pace_from = (Instant::now(), starter.started());
-                    // The pace of the jobs from here on is measured as a claim's (not when
-                    // they go back).
-                    last_claim = handed
-                        .is_none()
-                        .then_some((claimed_at, starting_now + read_ahead.len()));
+                    pace = PaceMark::new(claimed_at, started_before, starter.started());
                 }
                 Err(error) => {
                     ahead = 0;
@@ -496,10 +450,7 @@ pub async fn produce(
             if let Ok(Ok(mut more)) = tokio::time::timeout(window, more).await {
                 // Every job of the last claim ended: their pace says how many the slots start
                 // within the read-ahead span.
-                if let Some((returned_at, jobs)) = last_claim {
-                    ahead =
-                        read_ahead::jobs_within_span(jobs, returned_at.elapsed()).min(claim_ahead);
-                }
+                ahead = pace.since_return(starter.started()).min(claim_ahead);
                 while more.num_permits() > 0 {
                     match more.split(1) {
                         Some(one) => permits.push(one),
@@ -534,7 +485,8 @@ pub async fn produce(
             free: wanted,
             ahead: asked - wanted,
         };
-        let mut first_returned_at = None;
+        // When the first claim returned, and how many jobs had started by then.
+        let mut first_returned = None;
         let mut claimed = 0;
         let mut failure = None;
         let mut rate_room_in = None;
@@ -559,7 +511,7 @@ pub async fn produce(
                     sent_at,
                 )) => {
                     let claimed_at = Instant::now();
-                    first_returned_at.get_or_insert(claimed_at);
+                    first_returned.get_or_insert((claimed_at, starter.started()));
                     rate_room_in = room_in;
                     held_back = jobs_held_back;
                     claimed += jobs.len();
@@ -597,8 +549,9 @@ pub async fn produce(
             continue;
         }
         backoff.reset();
-        last_claim = first_returned_at.map(|returned_at| (returned_at, claimed));
-        pace_from = (Instant::now(), starter.started());
+        if let Some((returned_at, started_before)) = first_returned {
+            pace = PaceMark::new(returned_at, started_before, starter.started());
+        }
         // Out of work when the free slots were not all filled. A claim that took fewer jobs ahead
         // than asked may have stopped at a job on its last attempt: the next one finds out.
         let drained = claimed < wanted;
@@ -642,6 +595,76 @@ pub async fn produce(
                 () = wake.notified() => {}
                 () = tokio::time::sleep(shared.config.poll_interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
+            }
+        }
+    }
+}
+
+/// What happened while a claim ahead ran, besides the claim.
+struct WhileClaiming {
+    /// Slots that freed with no job waiting, kept for the claim's first jobs (or, after a stop or
+    /// a hand-back, to start nothing).
+    free_slots: Vec<OwnedSemaphorePermit>,
+    /// The worker is stopping: the jobs waiting were handed back, and no job started after.
+    stopping: bool,
+    /// The jobs waiting were handed back, having waited too long for a slot: `(id, lease
+    /// token)`. The claim's jobs go back too, behind them.
+    handed: Option<Vec<(JobId, Uuid)>>,
+}
+
+/// Runs `claim`, a claim ahead, to its end, starting the jobs waiting in `read_ahead` as slots of
+/// `slots` free meanwhile; hands them back once one waited [`read_ahead::LONGEST_WAIT`], or at
+/// once on a stop (nothing once the worker stops at once: their leases bring them back). Returns
+/// the claim's result and what happened meanwhile.
+async fn start_while_claiming<T>(
+    claim: impl Future<Output = T>,
+    shared: &Shared,
+    slots: &Arc<Semaphore>,
+    stop: &mut watch::Receiver<bool>,
+    read_ahead: &mut ReadAhead,
+    starter: &mut Starter,
+) -> (T, WhileClaiming) {
+    let mut meanwhile = WhileClaiming {
+        free_slots: Vec::new(),
+        stopping: false,
+        handed: None,
+    };
+    tokio::pin!(claim);
+    loop {
+        let hand_back_at = read_ahead
+            .hand_back_at()
+            .filter(|_| !*shared.abandoned.borrow());
+        let event = tokio::select! {
+            biased;
+            claimed = &mut claim => return (claimed, meanwhile),
+            _ = stop.wait_for(|stop| *stop), if !meanwhile.stopping => DuringClaim::Stop,
+            () = tokio::time::sleep_until(hand_back_at.map_or_else(
+                tokio::time::Instant::now,
+                tokio::time::Instant::from_std,
+            )), if hand_back_at.is_some() => DuringClaim::HandBack,
+            permit = Arc::clone(slots).acquire_owned(), if !meanwhile.stopping => {
+                match permit {
+                    Ok(permit) => DuringClaim::Slot(permit),
+                    Err(_) => DuringClaim::Stop,
+                }
+            }
+        };
+        match event {
+            DuringClaim::Stop => {
+                meanwhile.stopping = true;
+                hand_back(shared, read_ahead).await;
+            }
+            DuringClaim::HandBack => {
+                let runs = hand_back(shared, read_ahead).await;
+                meanwhile.handed.get_or_insert_with(Vec::new).extend(runs);
+            }
+            DuringClaim::Slot(permit) => {
+                let idle = if *shared.abandoned.borrow() || meanwhile.handed.is_some() {
+                    Some(permit)
+                } else {
+                    starter.start_waiting(read_ahead, permit)
+                };
+                meanwhile.free_slots.extend(idle);
             }
         }
     }

@@ -40,10 +40,51 @@ pub const SPAN: Duration = Duration::from_millis(25);
 
 /// How many jobs start within [`SPAN`] when `jobs` jobs ran, one after another in the slots,
 /// within `took`.
-pub fn jobs_within_span(jobs: usize, took: Duration) -> usize {
+fn jobs_within_span(jobs: usize, took: Duration) -> usize {
     let per_second = jobs as f64 / took.as_secs_f64().max(1e-6);
     // Saturates: a pace beyond any count is capped by the claim's own limit.
     (per_second * SPAN.as_secs_f64()) as usize
+}
+
+/// The return of a producer's last claim, from which the slots' pace is measured: when it was,
+/// and how many jobs the producer had started before and after it took the claim's jobs in
+/// (those it started at once, on free slots, are between).
+#[derive(Debug, Clone, Copy)]
+pub struct PaceMark {
+    at: Instant,
+    started_before: u64,
+    started_after: u64,
+}
+
+impl PaceMark {
+    /// A claim returned `at`, `started_before` jobs having started before its jobs were taken
+    /// in and `started_after` after.
+    pub fn new(at: Instant, started_before: u64, started_after: u64) -> Self {
+        Self {
+            at,
+            started_before,
+            started_after,
+        }
+    }
+
+    /// How many jobs start within [`SPAN`] at the pace of every start since the claim returned
+    /// (`started` in all by now, its own jobs among them): the pace of the slots once they have
+    /// all run.
+    pub fn since_return(&self, started: u64) -> usize {
+        jobs_within_span(count(started - self.started_before), self.at.elapsed())
+    }
+
+    /// How many jobs start within [`SPAN`] at the pace of the starts after the claim's jobs were
+    /// taken in, by `now` (`started` in all): the pace of the slots while a job waited for
+    /// each one that freed.
+    pub fn since_taken_in(&self, started: u64, now: Instant) -> usize {
+        jobs_within_span(count(started - self.started_after), now - self.at)
+    }
+}
+
+/// `started` as a count of jobs.
+fn count(started: u64) -> usize {
+    usize::try_from(started).unwrap_or(usize::MAX)
 }
 
 /// A job claimed, with what its run needs from the claim.
@@ -117,5 +158,19 @@ mod tests {
         // Slower than one job per span: none.
         assert_eq!(jobs_within_span(1, Duration::from_millis(30)), 0);
         assert!(jobs_within_span(64, Duration::ZERO) > 1_000_000);
+    }
+
+    #[test]
+    fn the_pace_while_jobs_waited_leaves_out_the_jobs_started_at_once() {
+        let returned_at = Instant::now() - Duration::from_millis(100);
+        // 10 jobs had started before the claim returned; it started 4 at once on free slots.
+        let pace = PaceMark::new(returned_at, 10, 14);
+        // 16 more started from the read-ahead in the next 10 ms: 40 within the 25 ms span.
+        assert_eq!(
+            pace.since_taken_in(30, returned_at + Duration::from_millis(10)),
+            40
+        );
+        // Once all have run, every start since the return counts: 20 in at least 100 ms.
+        assert!(pace.since_return(30) <= 5);
     }
 }
