@@ -226,6 +226,80 @@ async fn a_claim_takes_turns_between_keys_and_goes_on_where_the_last_one_ended()
     assert!(keys.is_empty() && cursor.is_none(), "nothing left");
 }
 
+/// The keys of jobs `ids`, in that order.
+async fn keys_of(db: &Db, ids: &[i64]) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT fair_key FROM unnest($1::bigint[]) WITH ORDINALITY AS claimed(id, place)
+         JOIN jobs_queue USING (id) ORDER BY place",
+    )
+    .bind(ids)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+/// `keys` keys named `k000`, `k001`, ... with `jobs` jobs each, enqueued key after key in turn.
+async fn insert_key_cycles(db: &Db, keys: usize, jobs: usize) -> Vec<String> {
+    let names: Vec<String> = (0..keys).map(|key| format!("k{key:03}")).collect();
+    for _ in 0..jobs {
+        let cycle: Vec<&str> = names.iter().map(String::as_str).collect();
+        insert_keyed(db, &cycle).await;
+    }
+    names
+}
+
+/// A claim of many jobs reads the ring in about 32 steps, each one descent that takes the next
+/// jobs in key order, a step's worth at most of each key: 128 jobs over 100 keys with 10 jobs
+/// each are 4 of each of 32 keys, turn by turn, and the next claim goes on with the next 32.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_many_jobs_takes_a_steps_worth_of_each_key_turn_by_turn() {
+    let db = Db::new().await;
+    let names = insert_key_cycles(&db, 100, 10).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut cursor = None;
+    for claim in 0..2 {
+        let (ids, next) = claim_round_ahead(&mut conn, 16, 112, cursor.as_deref()).await;
+        let keys = &names[claim * 32..(claim + 1) * 32];
+        let expected: Vec<&str> = (0..4)
+            .flat_map(|_| keys.iter().map(String::as_str))
+            .collect();
+        assert_eq!(keys_of(&db, &ids).await, expected, "claim {claim}");
+        assert_eq!(next.as_deref(), Some(keys[31].as_str()));
+        cursor = next;
+    }
+}
+
+/// Keys with one job each are read many to a step: every job once, in key order round the ring.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_with_one_job_each_are_claimed_once_each_in_key_order() {
+    let db = Db::new().await;
+    let names = insert_key_cycles(&db, 300, 1).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut cursor = None;
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        let (ids, next) = claim_round_ahead(&mut conn, 16, 112, cursor.as_deref()).await;
+        taken.extend(keys_of(&db, &ids).await);
+        cursor = next;
+    }
+    assert_eq!(taken, names, "each key's job once, in key order");
+}
+
+/// A job whose key is the empty text, the first in key order, is reached by coming round the
+/// ring (a claim with no cursor starts after the empty key), never skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_with_an_empty_key_takes_its_turns() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["", "a", "b", "", "a", "b"]).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (ids, cursor) = claim_round_ahead(&mut conn, 3, 0, None).await;
+    assert_eq!(keys_of(&db, &ids).await, ["a", "b", ""]);
+    assert_eq!(cursor.as_deref(), Some(""));
+    let (ids, cursor) = claim_round_ahead(&mut conn, 3, 0, cursor.as_deref()).await;
+    assert_eq!(keys_of(&db, &ids).await, ["a", "b", ""]);
+    assert_eq!(cursor.as_deref(), Some(""));
+}
+
 /// A fair claim takes the jobs for the free slots whatever their attempts, but the jobs it
 /// claims ahead of them, in turn order, stop before the first job on its last attempt: a crash
 /// while it waited would make it dead without running. The next claim goes on at that job's key
