@@ -269,6 +269,24 @@ async fn a_claim_of_many_jobs_takes_a_steps_worth_of_each_key_turn_by_turn() {
     }
 }
 
+/// The last step of a claim reads no more than the claim still wants: a claim of 144 (steps of
+/// 5) over keys with 10 jobs each takes 5 of each of 28 keys and 4 of the 29th, and the next
+/// claim goes on after that one, where a 145th job read would have had it start there again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_steps_of_a_claim_read_no_more_jobs_than_it_takes() {
+    let db = Db::new().await;
+    let names = insert_key_cycles(&db, 100, 10).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (ids, cursor) = claim_round_ahead(&mut conn, 16, 128, None).await;
+    let keys = keys_of(&db, &ids).await;
+    let taken = |key: &str| keys.iter().filter(|taken| *taken == key).count();
+    let counts: Vec<usize> = names[..30].iter().map(|key| taken(key)).collect();
+    assert_eq!(counts, [[5; 28].as_slice(), &[4, 0]].concat());
+    assert_eq!(cursor.as_deref(), Some("k028"));
+    let (ids, _) = claim_round_ahead(&mut conn, 1, 0, cursor.as_deref()).await;
+    assert_eq!(keys_of(&db, &ids).await, ["k029"]);
+}
+
 /// Keys with one job each are read many to a step: every job once, in key order round the ring.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_with_one_job_each_are_claimed_once_each_in_key_order() {

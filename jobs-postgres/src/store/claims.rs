@@ -345,33 +345,45 @@ macro_rules! first_job_in_ring {
 }
 
 /// How many jobs a fair claim of `$3` jobs reads at a time in its ring, as an SQL expression:
-/// one for each 32 jobs of the claim, at least one, so that it reads the ring in about 32 steps,
-/// and a key offers at most that many jobs in a round (see [`CLAIM_FAIR_JOBS`]). Read through a
-/// scalar subquery, as every claim reads its limit ([`claimed_jobs!`]): a plan that depended on
-/// it would be made again at each execution.
+/// one for each 32 jobs of the claim, at least one, so that it reads the ring in 32 steps or
+/// fewer, and a key offers at most that many jobs in a round (see [`CLAIM_FAIR_JOBS`]). Read
+/// through a scalar subquery, as every claim reads its limit ([`claimed_jobs!`]): a plan that
+/// depended on it would be made again at each execution.
 macro_rules! fair_step {
     () => {
         "(SELECT ceil($3::numeric / 32)::bigint)"
     };
 }
 
-/// One scan of a fair claim's ring, named `$name`: the first [`fair_step!`] due jobs of kind
-/// `$2` ready in queue `$1` with a fairness key within `$bounds` (SQL conditions on `fair_key`),
-/// in key order and each key's claim order (priority, `run_at`, id), locked (`FOR UPDATE SKIP
-/// LOCKED`), as rows of `key`, `id`, `spare` (whether the job has an attempt to spare) and `wrap`
-/// (`$wrap`: whether the ring came round to reach them). `$guards` adds conditions. One descent
+/// How many jobs the next step of a fair claim's ring reads, after the steps of `ring` (a row of
+/// the ring, which has `offered` jobs so far), as an SQL expression: a step's worth
+/// ([`fair_step!`]), but no more than the claim still wants, so that the steps offer exactly
+/// `$3` jobs unless the ring comes round first.
+macro_rules! fair_next_step {
+    () => {
+        concat!("least(", fair_step!(), ", $3 - ring.offered)")
+    };
+}
+
+/// One scan of a fair claim's ring, named `$name`: the first `$jobs` (an SQL expression) due jobs
+/// of kind `$2` ready in queue `$1` with a fairness key within `$bounds` (SQL conditions on
+/// `fair_key`), in key order and each key's claim order (priority, `run_at`, id), locked (`FOR
+/// UPDATE SKIP LOCKED`), as rows of `key`, `id`, `spare` (whether the job has an attempt to
+/// spare), `wrap` (`$wrap`: whether the ring came round to reach them), `priority` and `run_at`.
+/// `$guards` adds conditions. One descent
 /// of `jobs_queue_ready_fair`, then the entries in order: the jobs of a key are read only as far
 /// as the step takes, though a descent passes the entries of the jobs claimed since the last
 /// vacuum, those locked by other claims, and those of a key whose ready jobs are all scheduled
 /// for later. (Each scan sits in a subquery of its own: PostgreSQL locks no rows directly under a
 /// `UNION`.)
 macro_rules! fair_ring_scan {
-    ($name:literal, $bounds:expr, $wrap:literal, $guards:expr) => {
+    ($name:literal, $bounds:expr, $wrap:literal, $guards:expr, $jobs:expr) => {
         concat!(
             "SELECT * FROM (
                     SELECT fair_key AS key, id, attempts + 1 < max_attempts AS spare, ",
             $wrap,
-            " AS wrap
+            " AS wrap,
+                           priority, run_at
                     FROM ",
             ready_of_kind!("$1", "$2"),
             " AND fair_key IS NOT NULL
@@ -382,7 +394,7 @@ macro_rules! fair_ring_scan {
             "
                     ORDER BY fair_key, priority DESC, run_at, id
                     LIMIT ",
-            fair_step!(),
+            $jobs,
             "
                     FOR UPDATE SKIP LOCKED
                 ) AS ",
@@ -391,24 +403,26 @@ macro_rules! fair_ring_scan {
     };
 }
 
-/// One step of a fair claim's ring: the first [`fair_step!`] rows of `$scans` (a `UNION ALL` of
-/// [`fair_ring_scan!`]s, read in that order), as one row of `keys`, `ids` and `spares` in the
-/// order read, `last_key` (the key of the last one) and `wrapped` (whether any was reached by
-/// coming round); no row when the scans found none.
+/// One step of a fair claim's ring: the first `$jobs` (an SQL expression) rows of `$scans` (a
+/// `UNION ALL` of [`fair_ring_scan!`]s, each run only when those before it found too few), as one
+/// row of `keys`, `ids` and `spares` in the order read (the jobs reached without coming round
+/// first, each in key order and the key's claim order), `last_key` (the key of the last one) and
+/// `wrapped` (whether any was reached by coming round); no row when the scans found none.
 macro_rules! fair_ring_step {
-    ($scans:expr) => {
+    ($scans:expr, $jobs:expr) => {
         concat!(
             "SELECT (array_agg(key ORDER BY read DESC))[1] AS last_key, bool_or(wrap) AS wrapped,
                array_agg(key ORDER BY read) AS keys, array_agg(id ORDER BY read) AS ids,
                array_agg(spare ORDER BY read) AS spares
         FROM (
-            SELECT found.*, row_number() OVER () AS read
+            SELECT found.*,
+                   row_number() OVER (ORDER BY wrap, key, priority DESC, run_at, id) AS read
             FROM (
                 ",
             $scans,
             "
                 LIMIT ",
-            fair_step!(),
+            $jobs,
             "
             ) AS found
         ) AS in_read_order
@@ -493,27 +507,34 @@ macro_rules! turns_of_keys {
 /// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
 /// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
 /// previous claim took a job of (null at first, which reads as the empty key). Returns what
-/// [`CLAIM_JOBS`] returns, and on every row `fair_cursor`: the key of the last job this claim took
-/// in turn order, where the next one goes on.
+/// [`CLAIM_JOBS`] returns, and on every row `fair_cursor`: the key where the next claim goes on
+/// (below).
 ///
 /// The keys are read in their order as a ring, starting after `$5` and coming round to the first
 /// key, up to `$5`: in steps of [`fair_step!`] jobs (one for each 32 jobs of the claim, at least
-/// one), each one descent of the index `jobs_queue_ready_fair` that reads on in key order and in
-/// each key's claim order (priority, `run_at`, id), locking the jobs it reads
-/// ([`fair_ring_scan!`], [`fair_ring_step!`]); the next step goes on after the key of the last
-/// job the step read, so a key offers at most a step's jobs in a round. The steps stop once they
-/// offer `$3` jobs, or when the ring has come round. Each key offers the jobs read of it, and
-/// when the ring came round before they were enough, as many as `$3` shared between the keys
-/// read, rounded up (the rest found by one more descent per key). The claim takes them turn by
-/// turn, the first job of every key (in the order the ring reached them), then the second, up
-/// to `$3`. So a claim of 32 jobs or fewer takes one job of each key before any key's second, a
-/// claim of more reads about 32 steps whatever the number of keys (a key's second turn comes
-/// after about 32 keys had their first, or every key with due jobs), a key with 100,000 jobs and
-/// a key with 10 share a claim evenly, and a key alone takes every free slot. Of the jobs beyond
-/// the first `$6` in that turn order (the free slots; the rest are claimed ahead of them), it
-/// takes those before the first on its last attempt ([`claimed_prefix!`]), which the next claim,
-/// going on after the key of the last job taken, offers first. The rows come in that turn order.
-/// The jobs offered beyond those taken stay locked until the claim commits.
+/// one, so 32 steps at most; the last no more than the claim still wants, [`fair_next_step!`]),
+/// each one descent of the index `jobs_queue_ready_fair` that reads on in key order and in each
+/// key's claim order (priority, `run_at`, id), locking the jobs it reads ([`fair_ring_scan!`],
+/// [`fair_ring_step!`]); the next step goes on after the key of the last job the step read, so a
+/// key offers at most a step's jobs. The steps stop once they offer `$3` jobs, or when the ring
+/// has come round; then, and only then, each key offers as many jobs as `$3` shared between the
+/// keys read, rounded up (the rest found by one more descent per key). The claim takes them turn
+/// by turn, the first job of every key (in the order the ring reached them), then the second,
+/// up to `$3`. So a claim of 32 jobs or fewer takes one job of each key before any key's second,
+/// a claim of more gives each key it reaches up to a step's jobs (a key's second turn comes after
+/// the first of every key the claim reaches, 17 to 32 keys, or all keys with due jobs), a key
+/// with 100,000 jobs and a key with 10 share a claim evenly, and a key alone takes every free
+/// slot. Of the jobs beyond the first `$6` in that turn order (the free slots; the rest are
+/// claimed ahead of them), it takes those before the first on its last attempt
+/// ([`claimed_prefix!`]). The rows come in that turn order. The jobs offered beyond those taken
+/// stay locked until the claim commits.
+///
+/// The next claim goes on after the last key the steps read when the claim took every job they
+/// offered; otherwise (the ring came round and the shares did not divide evenly, or the claim
+/// stopped before a job on its last attempt) after the key of the last job taken in turn order,
+/// so that the keys after it, which had a turn fewer, come first, and a job on its last attempt
+/// is offered first. The keys before it lose the rest of their turns in this claim, a step's
+/// jobs less one at most, until the ring comes round to them again.
 ///
 /// Like the other claims, the claim commits without waiting for its WAL to be flushed, and claims
 /// nothing while queue `$1` is paused.
@@ -524,35 +545,40 @@ WITH RECURSIVE ring AS (
            cardinality(step.ids) AS offered
     FROM (
         ",
-    fair_ring_step!(concat!(
-        fair_ring_scan!(
-            "after_cursor",
-            "fair_key > coalesce($5, '')",
-            "false",
-            concat!(
-                "
+    fair_ring_step!(
+        concat!(
+            fair_ring_scan!(
+                "after_cursor",
+                "fair_key > coalesce($5, '')",
+                "false",
+                concat!(
+                    "
                       AND ",
-                queue_not_paused!("$1"),
-                "
+                    queue_not_paused!("$1"),
+                    "
                       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
-            )
-        ),
-        "
+                ),
+                fair_step!()
+            ),
+            "
                 UNION ALL
                 ",
-        fair_ring_scan!(
-            "from_first_key",
-            "fair_key <= coalesce($5, '')",
-            "true",
-            concat!(
-                "
+            fair_ring_scan!(
+                "from_first_key",
+                "fair_key <= coalesce($5, '')",
+                "true",
+                concat!(
+                    "
                       AND ",
-                queue_not_paused!("$1"),
-                "
+                    queue_not_paused!("$1"),
+                    "
                       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
+                ),
+                fair_step!()
             )
-        )
-    )),
+        ),
+        fair_step!()
+    ),
     "
     ) AS step
     UNION ALL
@@ -561,32 +587,38 @@ WITH RECURSIVE ring AS (
     FROM ring
     CROSS JOIN LATERAL (
         ",
-    fair_ring_step!(concat!(
-        fair_ring_scan!(
-            "after_key",
-            "fair_key > ring.key AND NOT ring.wrapped",
-            "false",
-            ""
-        ),
-        "
+    fair_ring_step!(
+        concat!(
+            fair_ring_scan!(
+                "after_key",
+                "fair_key > ring.key AND NOT ring.wrapped",
+                "false",
+                "",
+                fair_next_step!()
+            ),
+            "
                 UNION ALL
                 ",
-        fair_ring_scan!(
-            "from_first_key",
-            "fair_key <= coalesce($5, '') AND NOT ring.wrapped",
-            "true",
-            ""
-        ),
-        "
+            fair_ring_scan!(
+                "from_first_key",
+                "fair_key <= coalesce($5, '') AND NOT ring.wrapped",
+                "true",
+                "",
+                fair_next_step!()
+            ),
+            "
                 UNION ALL
                 ",
-        fair_ring_scan!(
-            "after_key_come_round",
-            "fair_key > ring.key AND fair_key <= coalesce($5, '') AND ring.wrapped",
-            "true",
-            ""
-        )
-    )),
+            fair_ring_scan!(
+                "after_key_come_round",
+                "fair_key > ring.key AND fair_key <= coalesce($5, '') AND ring.wrapped",
+                "true",
+                "",
+                fair_next_step!()
+            )
+        ),
+        fair_next_step!()
+    ),
     "
     ) AS step
     WHERE ring.offered < $3
@@ -625,7 +657,11 @@ WITH RECURSIVE ring AS (
     "
 )
 SELECT claimed.*, claimable.key AS turn_key,
-       (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1) AS fair_cursor
+       CASE WHEN (SELECT jobs FROM share) = 0
+                 AND (SELECT count(*) FROM claimable) = (SELECT count(*) FROM candidates)
+            THEN (SELECT key FROM claimable ORDER BY visited DESC LIMIT 1)
+            ELSE (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
+       END AS fair_cursor
 FROM claimed
 JOIN claimable USING (id)
 ORDER BY claimable.turn, claimable.visited"
@@ -1499,11 +1535,13 @@ impl KeyRound {
 
     /// The jobs claimed after the last that started were handed back, ready again; `last_started`
     /// is the [`turn_key`](ClaimedJob::turn_key) of the last job taken in a turn that started
-    /// (`None` when none has). The next round goes on after it, so that the keys whose jobs were
-    /// handed back get their turns first, as they had them (with any key passed over or come in
-    /// between, in ring order). Jobs start in the order they were claimed, so every job taken in
-    /// a turn after that one was handed back (or passed over, its lease lost), whichever claims
-    /// took them.
+    /// (`None` when none has). The next round goes on after it, so that the keys after it whose
+    /// jobs were handed back get their turns first, as they had them (with any key passed over or
+    /// come in between, in ring order). Jobs start in the order they were claimed, so every job
+    /// taken in a turn after that one was handed back (or passed over, its lease lost), whichever
+    /// claims took them. A fair claim of more than 32 jobs gives a key several turns: the keys up
+    /// to that one whose later turns were handed back have those jobs again when the ring next
+    /// comes to them (a step's jobs less one at most, see [`CLAIM_FAIR_JOBS`]).
     pub fn handed_back(&mut self, last_started: Option<String>) {
         self.cursor = last_started;
     }
