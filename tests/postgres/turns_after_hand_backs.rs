@@ -70,24 +70,27 @@ fn place_of(tenant: &str) -> usize {
 }
 
 /// Of two runs held in the two slots, in no known order, the place in [`TENANTS`] of the tenant
-/// of the one that started last in claim order. The claims take the tenants' jobs turn by turn
-/// (every tenant's n-th job, then every tenant's next), so of two runs whose places among their
-/// tenants' jobs are two or more apart, the further one started last: a run whose task started
-/// late on a busy machine can be held after runs claimed after it ended. Otherwise the two
-/// started one right after the other in turn order, or with one run between them that ended
-/// before the hold began, and the later one is the fewer steps ahead around the ring.
-fn last_started(first: &HeldRun, second: &HeldRun) -> usize {
+/// of the one that started last in claim order, when the two runs tell. The claims take the
+/// tenants' jobs turn by turn (every tenant's n-th job, then every tenant's next), so of two runs
+/// whose places among their tenants' jobs are two or more apart, the further one started last:
+/// a run whose task started late on a busy machine can be held after runs claimed after it
+/// ended. Otherwise the two started one right after the other in turn order, or with one run
+/// between them that ended before the hold began, and the later one is the fewer steps ahead
+/// around the ring; but when that one is a place behind the other among its tenant's jobs, the
+/// other may as well have been claimed three runs after it (the tenant a turn ahead, the runs
+/// between ended, its own task started late), and the runs do not tell: `None`.
+fn last_started(first: &HeldRun, second: &HeldRun) -> Option<usize> {
     if first.2.abs_diff(second.2) >= 2 {
         let later = if first.2 > second.2 { first } else { second };
-        return place_of(&later.1);
+        return Some(place_of(&later.1));
     }
-    let (first, second) = (place_of(&first.1), place_of(&second.1));
-    let ahead = (second + TENANTS.len() - first) % TENANTS.len();
-    if ahead <= TENANTS.len() / 2 {
-        second
+    let ahead = (place_of(&second.1) + TENANTS.len() - place_of(&first.1)) % TENANTS.len();
+    let (earlier, later) = if ahead <= TENANTS.len() / 2 {
+        (first, second)
     } else {
-        first
-    }
+        (second, first)
+    };
+    (later.2 >= earlier.2).then(|| place_of(&later.1))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +145,8 @@ async fn the_keys_of_jobs_handed_back_get_their_turns_first() {
                      WHERE state = 'ready' AND attempted_at > to_timestamp({held_from})"
                 ))
                 .await;
-            if handed_back > 0 {
+            let last = last_started(&held[0], &held[1]);
+            if let (true, Some(last)) = (handed_back > 0, last) {
                 // One slot frees: the next claim takes one job, the first of the next round.
                 db.release(held[0].0).await;
                 // The job the next claim took, and its tenant (the key is the tenant as JSON).
@@ -158,7 +162,7 @@ async fn the_keys_of_jobs_handed_back_get_their_turns_first() {
                 )
                 .await;
                 let next: (i64, String) = db.rows(&next_query).await.remove(0);
-                let expected = (last_started(&held[0], &held[1]) + 1) % TENANTS.len();
+                let expected = (last + 1) % TENANTS.len();
                 assert_eq!(
                     place_of(&next.1),
                     expected,
