@@ -344,100 +344,12 @@ macro_rules! first_job_in_ring {
     };
 }
 
-/// How many jobs a fair claim of `$3` jobs reads at a time in its ring, as an SQL expression:
-/// one for each 32 jobs of the claim, at least one, so that it reads the ring in 32 steps or
-/// fewer, and a key offers at most that many jobs in a round (see [`CLAIM_FAIR_JOBS`]). Read
-/// through a scalar subquery, as every claim reads its limit ([`claimed_jobs!`]): a plan that
-/// depended on it would be made again at each execution.
-macro_rules! fair_step {
-    () => {
-        "(SELECT ceil($3::numeric / 32)::bigint)"
-    };
-}
-
-/// How many jobs the next step of a fair claim's ring reads, after the steps of `ring` (a row of
-/// the ring, which has `offered` jobs so far), as an SQL expression: a step's worth
-/// ([`fair_step!`]), but no more than the claim still wants, so that the steps offer exactly
-/// `$3` jobs unless the ring comes round first.
-macro_rules! fair_next_step {
-    () => {
-        concat!("least(", fair_step!(), ", $3 - ring.offered)")
-    };
-}
-
-/// One scan of a fair claim's ring, named `$name`: the first `$jobs` (an SQL expression) due jobs
-/// of kind `$2` ready in queue `$1` with a fairness key within `$bounds` (SQL conditions on
-/// `fair_key`), in key order and each key's claim order (priority, `run_at`, id), locked (`FOR
-/// UPDATE SKIP LOCKED`), as rows of `key`, `id`, `spare` (whether the job has an attempt to
-/// spare), `wrap` (`$wrap`: whether the ring came round to reach them), `priority` and `run_at`.
-/// `$guards` adds conditions. One descent
-/// of `jobs_queue_ready_fair`, then the entries in order: the jobs of a key are read only as far
-/// as the step takes, though a descent passes the entries of the jobs claimed since the last
-/// vacuum, those locked by other claims, and those of a key whose ready jobs are all scheduled
-/// for later. (Each scan sits in a subquery of its own: PostgreSQL locks no rows directly under a
-/// `UNION`.)
-macro_rules! fair_ring_scan {
-    ($name:literal, $bounds:expr, $wrap:literal, $guards:expr, $jobs:expr) => {
-        concat!(
-            "SELECT * FROM (
-                    SELECT fair_key AS key, id, attempts + 1 < max_attempts AS spare, ",
-            $wrap,
-            " AS wrap,
-                           priority, run_at
-                    FROM ",
-            ready_of_kind!("$1", "$2"),
-            " AND fair_key IS NOT NULL
-                      AND ",
-            $bounds,
-            " AND run_at <= now()",
-            $guards,
-            "
-                    ORDER BY fair_key, priority DESC, run_at, id
-                    LIMIT ",
-            $jobs,
-            "
-                    FOR UPDATE SKIP LOCKED
-                ) AS ",
-            $name
-        )
-    };
-}
-
-/// One step of a fair claim's ring: the first `$jobs` (an SQL expression) rows of `$scans` (a
-/// `UNION ALL` of [`fair_ring_scan!`]s, each run only when those before it found too few), as one
-/// row of `keys`, `ids` and `spares` in the order read (the jobs reached without coming round
-/// first, each in key order and the key's claim order), `last_key` (the key of the last one) and
-/// `wrapped` (whether any was reached by coming round); no row when the scans found none.
-macro_rules! fair_ring_step {
-    ($scans:expr, $jobs:expr) => {
-        concat!(
-            "SELECT (array_agg(key ORDER BY read DESC))[1] AS last_key, bool_or(wrap) AS wrapped,
-               array_agg(key ORDER BY read) AS keys, array_agg(id ORDER BY read) AS ids,
-               array_agg(spare ORDER BY read) AS spares
-        FROM (
-            SELECT found.*,
-                   row_number() OVER (ORDER BY wrap, key, priority DESC, run_at, id) AS read
-            FROM (
-                ",
-            $scans,
-            "
-                LIMIT ",
-            $jobs,
-            "
-            ) AS found
-        ) AS in_read_order
-        HAVING count(*) > 0"
-        )
-    };
-}
-
 /// The CTE `candidates` of a claim that takes turns between keys: for each row of `$keys` (a
-/// key visited, with `key`, `visited`, and the first due jobs it offered when visited, already
-/// locked, in its claim order: `ids` and `spares`), those jobs as its turns 1, 2, ..., then the
-/// key's next due jobs of kind `$kind` ready in queue `$queue` (by the time `$now`) in its claim
-/// order, locked, as its next turns, up to `$share` turns in all (an SQL expression that may name
-/// the row of `$keys`): one more descent of the key's column `$column`'s ready index per key,
-/// only when `$share` is above the jobs it offered.
+/// key visited, with `key`, `visited`, and its first due job already locked, `id` and `spare`),
+/// that job as its turn 1, then the key's next due jobs of kind `$kind` ready in queue `$queue`
+/// (by the time `$now`) in its claim order, locked, as turns 2, 3, ..., up to `$share` turns in
+/// all (an SQL expression that may name the row of `$keys`): one more descent of the key's
+/// column `$column`'s ready index per key, only when `$share` is above 1.
 macro_rules! turns_of_keys {
     (
         $keys:literal,
@@ -449,18 +361,9 @@ macro_rules! turns_of_keys {
     ) => {
         concat!(
             "candidates AS (
-    SELECT offered.id, ",
+    SELECT id, key, visited, 1::bigint AS turn, spare FROM ",
             $keys,
-            ".key, ",
-            $keys,
-            ".visited, offered.turn, offered.spare
-    FROM ",
-            $keys,
-            ", unnest(",
-            $keys,
-            ".ids, ",
-            $keys,
-            ".spares) WITH ORDINALITY AS offered(id, spare, turn)
+            "
     UNION ALL
     SELECT more.id, ",
             $keys,
@@ -472,10 +375,7 @@ macro_rules! turns_of_keys {
             "
     CROSS JOIN LATERAL (
         SELECT locked.id, locked.spare,
-               cardinality(",
-            $keys,
-            ".ids)
-                 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
+               1 + row_number() OVER (ORDER BY locked.priority DESC, locked.run_at, locked.id)
                  AS turn
         FROM (
             SELECT id, priority, run_at, attempts + 1 < max_attempts AS spare FROM ",
@@ -487,15 +387,13 @@ macro_rules! turns_of_keys {
             ".key
               AND run_at <= ",
             $now,
-            " AND id <> ALL (",
+            " AND id <> ",
             $keys,
-            ".ids)
+            ".id
             ORDER BY priority DESC, run_at, id
-            LIMIT greatest(",
+            LIMIT ",
             $share,
-            " - cardinality(",
-            $keys,
-            ".ids), 0)
+            " - 1
             FOR UPDATE SKIP LOCKED
         ) AS locked
     ) AS more
@@ -506,139 +404,61 @@ macro_rules! turns_of_keys {
 
 /// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
 /// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
-/// previous claim took a job of (null at first, which reads as the empty key). Returns what
-/// [`CLAIM_JOBS`] returns, and on every row `fair_cursor`: the key where the next claim goes on
-/// (below).
+/// previous claim took a job of (null at first). Returns what [`CLAIM_JOBS`] returns, and on
+/// every row `fair_cursor`: the key of the last job this claim took in turn order, where the
+/// next one goes on.
 ///
-/// The keys are read in their order as a ring, starting after `$5` and coming round to the first
-/// key, up to `$5`: in steps of [`fair_step!`] jobs (one for each 32 jobs of the claim, at least
-/// one, so 32 steps at most; the last no more than the claim still wants, [`fair_next_step!`]),
-/// each one descent of the index `jobs_queue_ready_fair` that reads on in key order and in each
-/// key's claim order (priority, `run_at`, id), locking the jobs it reads ([`fair_ring_scan!`],
-/// [`fair_ring_step!`]); the next step goes on after the key of the last job the step read, so a
-/// key offers at most a step's jobs. The steps stop once they offer `$3` jobs, or when the ring
-/// has come round; then, and only then, each key offers as many jobs as `$3` shared between the
-/// keys read, rounded up (the rest found by one more descent per key). The claim takes them turn
-/// by turn, the first job of every key (in the order the ring reached them), then the second,
-/// up to `$3`. So a claim of 32 jobs or fewer takes one job of each key before any key's second,
-/// a claim of more gives each key it reaches up to a step's jobs (a key's second turn comes after
-/// the first of every key the claim reaches, 17 to 32 keys, or all keys with due jobs), a key
-/// with 100,000 jobs and a key with 10 share a claim evenly, and a key alone takes every free
-/// slot. Of the jobs beyond the first `$6` in that turn order (the free slots; the rest are
-/// claimed ahead of them), it takes those before the first on its last attempt
-/// ([`claimed_prefix!`]). The rows come in that turn order. The jobs offered beyond those taken
-/// stay locked until the claim commits.
-///
-/// The next claim goes on after the last key the steps read when the claim took every job they
-/// offered; otherwise (the ring came round and the shares did not divide evenly, or the claim
-/// stopped before a job on its last attempt) after the key of the last job taken in turn order,
-/// so that the keys after it, which had a turn fewer, come first, and a job on its last attempt
-/// is offered first. The keys before it lose the rest of their turns in this claim, a step's
-/// jobs less one at most, until the ring comes round to them again.
+/// The keys are visited in their order as a ring, starting after `$5` and wrapping around to
+/// the first: up to `$3` keys that have due jobs, each visit one descent of the index
+/// `jobs_queue_ready_fair` that finds the next key and locks its first job
+/// ([`first_job_in_ring!`]). Each visited key offers its first jobs in claim order (priority,
+/// `run_at`, id), as many as `$3` shared between the keys visited, rounded up: beyond its first,
+/// found by one more descent, only when the keys visited are fewer than `$3`. The claim takes
+/// them turn by turn, the first job of every key, then the second, up to `$3`. So a key with
+/// 100,000 jobs and a key with 10 share a claim evenly, and a key alone takes every free slot. Of
+/// the jobs beyond the first `$6` in that turn order (the free slots; the rest are claimed ahead
+/// of them), it takes those before the first on its last attempt ([`claimed_prefix!`]), which
+/// the next claim, going on after the key of the last job taken, offers first. The rows come in
+/// that turn order. The jobs offered beyond those taken stay locked until the claim commits.
 ///
 /// Like the other claims, the claim commits without waiting for its WAL to be flushed, and claims
 /// nothing while queue `$1` is paused.
 pub const CLAIM_FAIR_JOBS: &str = concat!(
     "
 WITH RECURSIVE ring AS (
-    SELECT step.last_key AS key, step.wrapped, step.keys, step.ids, step.spares, 1 AS step,
-           cardinality(step.ids) AS offered
+    SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited
     FROM (
         ",
-    fair_ring_step!(
+    first_job_in_ring!(
+        "fair_key",
+        "$1",
+        "$2",
+        "now()",
+        "$5",
         concat!(
-            fair_ring_scan!(
-                "after_cursor",
-                "fair_key > coalesce($5, '')",
-                "false",
-                concat!(
-                    "
-                      AND ",
-                    queue_not_paused!("$1"),
-                    "
-                      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
-                ),
-                fair_step!()
-            ),
             "
-                UNION ALL
-                ",
-            fair_ring_scan!(
-                "from_first_key",
-                "fair_key <= coalesce($5, '')",
-                "true",
-                concat!(
-                    "
-                      AND ",
-                    queue_not_paused!("$1"),
-                    "
-                      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
-                ),
-                fair_step!()
-            )
-        ),
-        fair_step!()
+              AND ",
+            queue_not_paused!("$1"),
+            "
+              AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
+        )
     ),
     "
-    ) AS step
+    ) AS first
     UNION ALL
-    SELECT step.last_key, ring.wrapped OR step.wrapped, step.keys, step.ids, step.spares,
-           ring.step + 1, ring.offered + cardinality(step.ids)
+    SELECT next.key, next.id, next.spare, ring.start, ring.visited + 1
     FROM ring
     CROSS JOIN LATERAL (
         ",
-    fair_ring_step!(
-        concat!(
-            fair_ring_scan!(
-                "after_key",
-                "fair_key > ring.key AND NOT ring.wrapped",
-                "false",
-                "",
-                fair_next_step!()
-            ),
-            "
-                UNION ALL
-                ",
-            fair_ring_scan!(
-                "from_first_key",
-                "fair_key <= coalesce($5, '') AND NOT ring.wrapped",
-                "true",
-                "",
-                fair_next_step!()
-            ),
-            "
-                UNION ALL
-                ",
-            fair_ring_scan!(
-                "after_key_come_round",
-                "fair_key > ring.key AND fair_key <= coalesce($5, '') AND ring.wrapped",
-                "true",
-                "",
-                fair_next_step!()
-            )
-        ),
-        fair_next_step!()
-    ),
+    first_job_in_ring!("fair_key", "$1", "$2", "now()", "ring.key", ""),
     "
-    ) AS step
-    WHERE ring.offered < $3
-), read AS (
-    SELECT offer.key, offer.id, offer.spare,
-           row_number() OVER (ORDER BY ring.step, offer.read) AS place
-    FROM ring,
-         unnest(ring.keys, ring.ids, ring.spares) WITH ORDINALITY AS offer(key, id, spare, read)
-), offers AS (
-    SELECT key, array_agg(id ORDER BY place) AS ids, array_agg(spare ORDER BY place) AS spares,
-           min(place) AS visited
-    FROM read
-    GROUP BY key
+    ) AS next
+    WHERE ring.visited < $3 AND next.key <> ring.start
 ), share AS (
-    SELECT CASE WHEN (SELECT count(*) FROM read) >= $3 THEN 0
-                ELSE ceil($3::numeric / greatest(count(*), 1))::bigint END AS jobs
-    FROM offers
+    SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
 ), ",
     turns_of_keys!(
-        "offers",
+        "ring",
         "fair_key",
         "$1",
         "$2",
@@ -657,11 +477,7 @@ WITH RECURSIVE ring AS (
     "
 )
 SELECT claimed.*, claimable.key AS turn_key,
-       CASE WHEN (SELECT jobs FROM share) = 0
-                 AND (SELECT count(*) FROM claimable) = (SELECT count(*) FROM candidates)
-            THEN (SELECT key FROM claimable ORDER BY visited DESC LIMIT 1)
-            ELSE (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1)
-       END AS fair_cursor
+       (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1) AS fair_cursor
 FROM claimed
 JOIN claimable USING (id)
 ORDER BY claimable.turn, claimable.visited"
@@ -953,7 +769,7 @@ WITH RECURSIVE ",
       AND ring.visited < (SELECT jobs FROM room) + (SELECT count(*) FROM running_keys) + 64
       AND next.key <> ring.start
 ), open_keys AS (
-    SELECT key, ARRAY[id] AS ids, ARRAY[spare] AS spares, visited, room FROM ring WHERE room > 0
+    SELECT key, id, spare, visited, room FROM ring WHERE room > 0
 ), share AS (
     SELECT ceil((SELECT jobs FROM room)::numeric / greatest(count(*), 1))::bigint AS jobs
     FROM open_keys
@@ -1535,13 +1351,11 @@ impl KeyRound {
 
     /// The jobs claimed after the last that started were handed back, ready again; `last_started`
     /// is the [`turn_key`](ClaimedJob::turn_key) of the last job taken in a turn that started
-    /// (`None` when none has). The next round goes on after it, so that the keys after it whose
-    /// jobs were handed back get their turns first, as they had them (with any key passed over or
-    /// come in between, in ring order). Jobs start in the order they were claimed, so every job
-    /// taken in a turn after that one was handed back (or passed over, its lease lost), whichever
-    /// claims took them. A fair claim of more than 32 jobs gives a key several turns: the keys up
-    /// to that one whose later turns were handed back have those jobs again when the ring next
-    /// comes to them (a step's jobs less one at most, see [`CLAIM_FAIR_JOBS`]).
+    /// (`None` when none has). The next round goes on after it, so that the keys whose jobs were
+    /// handed back get their turns first, as they had them (with any key passed over or come in
+    /// between, in ring order). Jobs start in the order they were claimed, so every job taken in
+    /// a turn after that one was handed back (or passed over, its lease lost), whichever claims
+    /// took them.
     pub fn handed_back(&mut self, last_started: Option<String>) {
         self.cursor = last_started;
     }
