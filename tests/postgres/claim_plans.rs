@@ -454,7 +454,7 @@ async fn a_fair_claim_keeps_one_plan_per_connection() {
     let mut cursor: Option<String> = None;
     let calls: usize = 12;
     for call in 0..calls {
-        // Jobs offered per key visited: one, one, and four of a claim this large.
+        // Claims for one free slot, for 16, and for 16 with 128 ahead of them.
         let limit: i64 = [1, 16, 144][call % 3];
         let rows = sqlx::query(sql::CLAIM_FAIR_JOBS)
             .bind("default")
