@@ -349,7 +349,10 @@ macro_rules! first_job_in_ring {
 /// that job as its turn 1, then the key's next due jobs of kind `$kind` ready in queue `$queue`
 /// (by the time `$now`) in its claim order, locked, as turns 2, 3, ..., up to `$share` turns in
 /// all (an SQL expression that may name the row of `$keys`): one more descent of the key's
-/// column `$column`'s ready index per key, only when `$share` is above 1.
+/// column `$column`'s ready index per key, only when `$share` is above 1. `$most_turns` (an SQL
+/// expression that names no row) is the most turns `$share` gives any key: when it is 1, a
+/// one-time filter skips the further turns altogether, where the key's scan would otherwise be
+/// set up, and stopped at once, for each key visited.
 macro_rules! turns_of_keys {
     (
         $keys:literal,
@@ -357,7 +360,8 @@ macro_rules! turns_of_keys {
         $queue:literal,
         $kind:literal,
         $now:literal,
-        $share:literal
+        $share:literal,
+        $most_turns:literal
     ) => {
         concat!(
             "candidates AS (
@@ -397,6 +401,9 @@ macro_rules! turns_of_keys {
             FOR UPDATE SKIP LOCKED
         ) AS locked
     ) AS more
+    WHERE ",
+            $most_turns,
+            " > 1
 )"
         )
     };
@@ -463,6 +470,7 @@ WITH RECURSIVE ring AS (
         "$1",
         "$2",
         "now()",
+        "(SELECT jobs FROM share)",
         "(SELECT jobs FROM share)"
     ),
     ",",
@@ -780,7 +788,8 @@ WITH RECURSIVE ",
         "$2",
         "$1",
         "statement_timestamp()",
-        "least(open_keys.room, (SELECT jobs FROM share))"
+        "least(open_keys.room, (SELECT jobs FROM share))",
+        "(SELECT jobs FROM share)"
     ),
     ",",
     claimed_prefix!(
