@@ -54,9 +54,10 @@ pub mod __private {
             CANCEL_BY_DEDUPE_KEY, CANCEL_JOBS, CANCEL_MATCHING, COUNT_MATCHING,
         };
         pub use crate::store::claims::{
-            CLAIM_FAIR_JOBS, CLAIM_JOBS, CLAIM_JOBS_AFTER, CLAIM_KEY_LIMITED_JOBS,
-            CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER, CLAIM_UNKEYED_LIMITED_JOBS,
-            DUE_JOBS_REMAIN, KEYED_JOBS_DUE, LOCK_LIMITED_KIND, RATE_LIMIT_ROOM_IN,
+            CLAIM_FAIR_JOBS, CLAIM_FAIR_JOBS_AFTER, CLAIM_JOBS, CLAIM_JOBS_AFTER,
+            CLAIM_KEY_LIMITED_JOBS, CLAIM_LIMITED_JOBS, CLAIM_ONE_KIND, CLAIM_ONE_KIND_AFTER,
+            CLAIM_UNKEYED_LIMITED_JOBS, DUE_JOBS_REMAIN, KEYED_JOBS_DUE, LOCK_LIMITED_KIND,
+            RATE_LIMIT_ROOM_IN,
         };
         pub use crate::store::copy::{COPY_JOBS, RESERVE_JOB_IDS};
         pub use crate::store::dead::{
@@ -97,7 +98,7 @@ pub mod __private {
     pub mod store {
         pub use crate::store::claims::{
             claim, claim_ahead, claim_fair, claim_key_limited, ClaimCount, ClaimLimits, ClaimPlace,
-            ClaimedJob, KeyRound, LimitedClaim,
+            ClaimedJob, FairPlace, KeyRound, LimitedClaim,
         };
         pub use crate::store::outcomes::{record_outcomes, Fenced, Outcome};
     }

@@ -380,45 +380,75 @@ async fn claims_keep_one_plan_per_connection() {
     }
 }
 
-/// [`check_plans`] of [`sql::CLAIM_FAIR_JOBS`], a claim of `wanted` `tenant_task` jobs, 16 for
-/// free slots and the rest ahead of them, from queue `default` going on after `cursor`, allowed
-/// [`MAX_BUFFERS`] per 16 jobs; returns the rows each plan took.
-async fn check_fair_claim(db: &Db, cursor: Option<&str>, wanted: i64) -> [i64; 2] {
-    let explain = explain_analyze(sql::CLAIM_FAIR_JOBS);
+/// A place in a fair kind's claim order at priority 0: turn, key and id.
+type FairPlace = (i64, String, i64);
+
+/// [`check_plans`] of a fair claim of `wanted` `tenant_task` jobs, 16 for free slots and the
+/// rest ahead of them, from queue `default`: from the front ([`sql::CLAIM_FAIR_JOBS`]), or after
+/// `place` ([`sql::CLAIM_FAIR_JOBS_AFTER`]); allowed [`MAX_BUFFERS`] per 16 jobs; returns the
+/// rows each plan took.
+async fn check_fair_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) -> [i64; 2] {
+    let statement = match place {
+        None => sql::CLAIM_FAIR_JOBS,
+        Some(_) => sql::CLAIM_FAIR_JOBS_AFTER,
+    };
+    let explain = explain_analyze(statement);
     let query = sqlx::query_scalar(&explain)
         .bind("default")
         .bind("tenant_task")
         .bind(wanted)
         .bind(30.0_f64)
-        .bind(cursor)
         .bind(16_i64);
-    let arguments = [
+    let mut arguments = vec![
         "'default'".to_string(),
         "'tenant_task'".to_string(),
         wanted.to_string(),
         "30.0".to_string(),
-        cursor.map_or_else(|| "NULL::text".to_string(), |cursor| format!("'{cursor}'")),
         "16".to_string(),
     ];
-    let name = match cursor {
-        None => format!("CLAIM_FAIR_JOBS of {wanted} (from the first key)"),
-        Some(cursor) => format!("CLAIM_FAIR_JOBS of {wanted} (after key {cursor})"),
+    let (query, name) = match place {
+        None => (query, format!("CLAIM_FAIR_JOBS of {wanted}")),
+        Some((turn, key, id)) => {
+            arguments.extend([
+                "0".to_string(),
+                turn.to_string(),
+                format!("'{key}'"),
+                id.to_string(),
+            ]);
+            let query = query.bind(0_i16).bind(*turn).bind(key.as_str()).bind(*id);
+            let name = format!("CLAIM_FAIR_JOBS_AFTER of {wanted} (after turn {turn} of {key})");
+            (query, name)
+        }
     };
     let max_buffers = MAX_BUFFERS * ((wanted + 15) / 16);
     let custom = plan_of(db, &name, query).await;
-    let generic = generic_plan_of(db, &name, sql::CLAIM_FAIR_JOBS, &arguments).await;
+    let generic = generic_plan_of(db, &name, statement, &arguments).await;
     [
         check_within(&name, &custom, max_buffers),
         check_within(&format!("{name} (generic plan)"), &generic, max_buffers),
     ]
 }
 
-/// A fair claim walks keys, one descent each, not their jobs: with 1,000 tenants of 100 due
-/// jobs each, a tenant of 100,000, and the foreign backlog (another kind's keyed jobs among
-/// them), a claim of 16 reads a few pages, wherever its round starts, and a claim of 144 (128
-/// of them ahead of the free slots) reads in proportion.
+/// The place of the `tenant_task` job of key `key` in turn `turn`.
+async fn fair_place(db: &Db, key: &str, turn: i64) -> FairPlace {
+    let id: i64 = sqlx::query_scalar(
+        "SELECT id FROM jobs_queue WHERE kind = 'tenant_task' AND fair_key = $1 AND fair_turn = $2",
+    )
+    .bind(key)
+    .bind(turn)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    (turn, key.to_string(), id)
+}
+
+/// A fair claim reads one range of its index, as any claim does, not the keys nor their jobs:
+/// with 1,000 tenants of 100 due jobs each, a tenant of 100,000, and the foreign backlog
+/// (another kind's keyed jobs among them), a claim of 16 reads a few pages, from the front or
+/// from a place in a round, and a claim of 144 (128 of them ahead of the free slots) reads in
+/// proportion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fair_claim_walks_keys_not_jobs() {
+async fn a_fair_claim_reads_one_range_of_its_index() {
     let db = backlog_of_another_kind().await;
     db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at, fair_key)
@@ -433,47 +463,68 @@ async fn a_fair_claim_walks_keys_not_jobs() {
     )
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
-    for cursor in [None, Some("tenant 0500"), Some("tenant flood")] {
-        assert_eq!(check_fair_claim(&db, cursor, 16).await, [16, 16]);
-        assert_eq!(check_fair_claim(&db, cursor, 144).await, [144, 144]);
+    let in_a_round = fair_place(&db, "tenant 0500", 50).await;
+    let past_the_rounds = fair_place(&db, "tenant flood", 50_000).await;
+    for place in [None, Some(&in_a_round), Some(&past_the_rounds)] {
+        assert_eq!(check_fair_claim(&db, place, 16).await, [16, 16]);
+        assert_eq!(check_fair_claim(&db, place, 144).await, [144, 144]);
     }
 }
 
-/// [`sql::CLAIM_FAIR_JOBS`] is planned once per connection too, whatever the number of jobs
-/// asked for and wherever its round starts.
+/// The fair claims are planned once per connection too, whatever the number of jobs asked for
+/// and wherever they start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_claim_keeps_one_plan_per_connection() {
     let db = Db::new().await;
     db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
          SELECT 'tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'tenant ' || (n % 50)
-         FROM generate_series(1, 1000) AS n",
+         FROM generate_series(1, 5000) AS n",
     )
     .await;
     let mut conn = db.pool.acquire().await.unwrap();
-    let mut cursor: Option<String> = None;
     let calls: usize = 12;
     for call in 0..calls {
-        // Claims for one free slot, for 16, and for 16 with 128 ahead of them.
+        // Claims for one free slot, for 16, and for 16 with 128 ahead of them: from the front,
+        // then from where that one ended.
         let limit: i64 = [1, 16, 144][call % 3];
         let rows = sqlx::query(sql::CLAIM_FAIR_JOBS)
             .bind("default")
             .bind("tenant_task")
             .bind(limit)
             .bind(30.0_f64)
-            .bind(cursor.as_deref())
             .bind(limit)
             .fetch_all(&mut *conn)
             .await
             .unwrap();
         assert_eq!(rows.len() as i64, limit, "claimed what it was asked for");
-        cursor = rows[0].get("fair_cursor");
+        let (turn, key, id): (i64, String, i64) = rows
+            .iter()
+            .map(|row| (row.get("fair_turn"), row.get("turn_key"), row.get("id")))
+            .max()
+            .unwrap();
+        let rows = sqlx::query(sql::CLAIM_FAIR_JOBS_AFTER)
+            .bind("default")
+            .bind("tenant_task")
+            .bind(limit)
+            .bind(30.0_f64)
+            .bind(limit)
+            .bind(0_i16)
+            .bind(turn)
+            .bind(key)
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(rows.len() as i64, limit, "claimed what it was asked for");
     }
-    assert_eq!(
-        plans_made(&mut conn, sql::CLAIM_FAIR_JOBS).await,
-        (calls as i64 - 5, 5),
-        "planned one-off only for the first five executions"
-    );
+    for statement in [sql::CLAIM_FAIR_JOBS, sql::CLAIM_FAIR_JOBS_AFTER] {
+        assert_eq!(
+            plans_made(&mut conn, statement).await,
+            (calls as i64 - 5, 5),
+            "planned one-off only for the first five executions"
+        );
+    }
 }
 
 /// [`check_plans`] of [`sql::CLAIM_KEY_LIMITED_JOBS`], a claim of up to `wanted` `per_merchant`

@@ -58,6 +58,9 @@ macro_rules! claimed_jobs {
         claimed_jobs!($lease, "now()")
     };
     ($lease:literal, $now:literal) => {
+        claimed_jobs!($lease, $now, "")
+    };
+    ($lease:literal, $now:literal, $more_returned:literal) => {
         concat!(
             "
 UPDATE jobs_queue AS j
@@ -77,7 +80,8 @@ RETURNING j.id, j.kind, j.queue, j.payload::text AS payload, j.attempts, j.max_a
           j.dedupe_key, j.lease_token, j.priority, j.run_at, j.created_at,
           extract(epoch FROM ",
             $now,
-            " - j.run_at)::float8 AS waited_secs"
+            " - j.run_at)::float8 AS waited_secs",
+            $more_returned
         )
     };
 }
@@ -278,12 +282,12 @@ macro_rules! ready_of_kind {
 }
 
 /// The first due job (by the time `$now`) of kind `$kind` ready in queue `$queue` whose key in
-/// column `$column` (`fair_key`, `limit_key`) follows `$after` (an SQL expression) in the ring of
+/// column `$column` (`limit_key`) follows `$after` (an SQL expression) in the ring of
 /// the keys, locked (`FOR UPDATE SKIP LOCKED`), as a row of `key`, `id` and `spare` (whether it
 /// has an attempt to spare): the first job, in the key's claim order (priority, `run_at`, id),
 /// of the first key after `$after` in key order, or, past the last key (or when `$after` is
 /// null), of the first key. `$guards` adds conditions to both scans. Each scan is one descent of
-/// the column's partial ready index (`jobs_queue_ready_fair`, `jobs_queue_ready_limit_key`): the
+/// the column's partial ready index (`jobs_queue_ready_limit_key`): the
 /// jobs of a key are never walked to find the next key, though a descent passes the entries of
 /// the jobs claimed since the last vacuum, those locked by other claims, and those of a key whose
 /// ready jobs are all scheduled for later. (Each scan sits in a subquery of its own: PostgreSQL
@@ -409,87 +413,121 @@ macro_rules! turns_of_keys {
     };
 }
 
-/// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`,
-/// round-robin across their keys: each leased for `$4` seconds. `$5` is the last key the
-/// previous claim took a job of (null at first). Returns what [`CLAIM_JOBS`] returns, and on
-/// every row `fair_cursor`: the key of the last job this claim took in turn order, where the
-/// next one goes on.
+/// A claim of ready jobs of kind `$2`, which has a fairness key, from queue `$1`, in the fair
+/// claim order, with `$where` narrowing the scan: the parameters and rows of
+/// [`CLAIM_FAIR_JOBS`]. It first gives turns to up to 1,000 jobs of the kind in the queue that
+/// became due without one.
+macro_rules! claim_fair_jobs {
+    ($where:expr) => {
+        concat!(
+            "
+WITH candidates AS (
+    SELECT id, priority, fair_turn, fair_key, attempts + 1 < max_attempts AS spare
+    FROM jobs_queue
+    WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_turn IS NOT NULL
+      AND run_at <= now()
+      AND ",
+            queue_not_paused!("$1"),
+            "
+      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+            $where,
+            "
+    ORDER BY priority DESC, fair_turn, fair_key COLLATE \"C\", id
+    LIMIT (SELECT $3::bigint)
+    FOR UPDATE SKIP LOCKED
+), turns_given AS (
+    UPDATE jobs_queue AS j
+    SET fair_turn = due.nth + greatest(
+            0,
+            (SELECT turn FROM jobs_fair_rounds WHERE queue = $1 AND kind = $2),
+            (SELECT max(fair_turn) FROM candidates),
+            (SELECT last.fair_turn FROM jobs_queue AS last
+             WHERE last.state = 'ready' AND last.queue = $1 AND last.kind = $2
+               AND last.fair_key = due.fair_key AND last.priority = due.priority
+               AND last.fair_turn IS NOT NULL
+             ORDER BY last.fair_turn DESC
+             LIMIT 1))
+    FROM (
+        SELECT id, fair_key, priority,
+               row_number() OVER (PARTITION BY fair_key, priority ORDER BY run_at, id) AS nth
+        FROM (
+            SELECT id, fair_key, priority, run_at FROM jobs_queue
+            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
+              AND fair_turn IS NULL AND run_at <= now()
+            ORDER BY run_at, id
+            LIMIT 1000
+            FOR UPDATE SKIP LOCKED
+        ) AS unturned
+    ) AS due
+    WHERE j.id = due.id
+    RETURNING j.id
+),",
+            claimed_prefix!(
+                "$5",
+                "priority DESC, fair_turn, fair_key COLLATE \"C\", id",
+                "id",
+                ""
+            ),
+            ", claimed AS (",
+            claimed_jobs!(
+                "$4::float8",
+                "now()",
+                ", j.fair_turn, j.fair_key AS turn_key"
+            ),
+            "
+), round_reached AS (
+    INSERT INTO jobs_fair_rounds AS reached (queue, kind, turn)
+    SELECT $1, $2, max(fair_turn) FROM claimed
+    HAVING count(*) > 0
+    ON CONFLICT (queue, kind) DO UPDATE SET turn = excluded.turn
+    WHERE reached.turn < excluded.turn
+)
+SELECT claimed.*, given.turns_given
+FROM (SELECT count(*) AS turns_given FROM turns_given) AS given
+LEFT JOIN claimed ON true"
+        )
+    };
+}
+
+/// Claims up to `$3` ready jobs of kind `$2`, which has a fairness key, from queue `$1`, from
+/// the front of the fair claim order: by priority (higher first), then turn, then key (byte by
+/// byte, the `C` collation, as [`FairPlace`] compares them), then id; each leased for `$4`
+/// seconds. Returns what [`CLAIM_JOBS`] returns, and each job's turn (`fair_turn`) and key
+/// (`turn_key`), and on every row `turns_given`: how many jobs that became due without a turn
+/// it gave one (the next claim can take them); when it claims nothing, one row whose job columns
+/// are null. Of the jobs beyond the first `$5` (the free slots; the rest are claimed ahead of
+/// them), it takes those before the first on its last attempt ([`claimed_prefix!`]).
 ///
-/// The keys are visited in their order as a ring, starting after `$5` and wrapping around to
-/// the first: up to `$3` keys that have due jobs, each visit one descent of the index
-/// `jobs_queue_ready_fair` that finds the next key and locks its first job
-/// ([`first_job_in_ring!`]). Each visited key offers its first jobs in claim order (priority,
-/// `run_at`, id), as many as `$3` shared between the keys visited, rounded up: beyond its first,
-/// found by one more descent, only when the keys visited are fewer than `$3`. The claim takes
-/// them turn by turn, the first job of every key, then the second, up to `$3`. So a key with
-/// 100,000 jobs and a key with 10 share a claim evenly, and a key alone takes every free slot. Of
-/// the jobs beyond the first `$6` in that turn order (the free slots; the rest are claimed ahead
-/// of them), it takes those before the first on its last attempt ([`claimed_prefix!`]), which
-/// the next claim, going on after the key of the last job taken, offers first. The rows come in
-/// that turn order. The jobs offered beyond those taken stay locked until the claim commits.
+/// Every ready job with a key took its key's next turn when it became due (migration 22, and
+/// this claim for the jobs that became due with time): one more than its key's last turn among
+/// the ready jobs of its queue, kind and priority, and than the turn the kind's claims in the
+/// queue had reached. So the order is a ring of the keys: the first job of every key, in key
+/// order, then the second. The claim reads it as any claim reads the ready index, one range of
+/// the index `jobs_queue_ready_fair`: the jobs of other kinds, keyed or not, are never read. It
+/// records the highest turn it took in `jobs_fair_rounds`, after which the jobs that come due
+/// next take theirs. The jobs it gives turns to are found through
+/// `jobs_queue_ready_fair_unturned` (one descent when there are none) and are claimed from the
+/// next claim on: a statement does not see its own writes.
 ///
 /// Like the other claims, the claim commits without waiting for its WAL to be flushed, and claims
 /// nothing while queue `$1` is paused.
-pub const CLAIM_FAIR_JOBS: &str = concat!(
+pub const CLAIM_FAIR_JOBS: &str = claim_fair_jobs!("");
+
+/// Claims as [`CLAIM_FAIR_JOBS`] does, but only jobs of priority `$6` after the place `($7,
+/// $8, $9)` (turn, key, id) in the fair claim order: where the previous claim of the kind in
+/// this queue ended; and nothing at all when a due job of the kind of a higher priority than
+/// `$6` is ready, so that the caller claims from the front instead. The scan starts at that
+/// place, past the index entries of the jobs claimed since the last vacuum (see
+/// [`CLAIM_JOBS_AFTER`]).
+pub const CLAIM_FAIR_JOBS_AFTER: &str = claim_fair_jobs!(concat!(
     "
-WITH RECURSIVE ring AS (
-    SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited
-    FROM (
-        ",
-    first_job_in_ring!(
-        "fair_key",
-        "$1",
-        "$2",
-        "now()",
-        "$5",
-        concat!(
-            "
-              AND ",
-            queue_not_paused!("$1"),
-            "
-              AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
-        )
-    ),
-    "
-    ) AS first
-    UNION ALL
-    SELECT next.key, next.id, next.spare, ring.start, ring.visited + 1
-    FROM ring
-    CROSS JOIN LATERAL (
-        ",
-    first_job_in_ring!("fair_key", "$1", "$2", "now()", "ring.key", ""),
-    "
-    ) AS next
-    WHERE ring.visited < $3 AND next.key <> ring.start
-), share AS (
-    SELECT ceil($3::numeric / greatest(count(*), 1))::bigint AS jobs FROM ring
-), ",
-    turns_of_keys!(
-        "ring",
-        "fair_key",
-        "$1",
-        "$2",
-        "now()",
-        "(SELECT jobs FROM share)",
-        "(SELECT jobs FROM share)"
-    ),
-    ",",
-    claimed_prefix!(
-        "$6",
-        "turn, visited",
-        "id, key, turn, visited",
-        " AND place <= (SELECT $3::bigint)"
-    ),
-    ", claimed AS (",
-    claimed_jobs!("$4::float8"),
-    "
-)
-SELECT claimed.*, claimable.key AS turn_key,
-       (SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1) AS fair_cursor
-FROM claimed
-JOIN claimable USING (id)
-ORDER BY claimable.turn, claimable.visited"
-);
+      AND priority = (SELECT $6::smallint)
+      AND (fair_turn, fair_key COLLATE \"C\", id)
+          > ((SELECT $7::bigint), (SELECT $8::text), (SELECT $9::bigint))
+      AND ",
+    first_higher_priority_job!("$2"),
+    " IS NULL"
+));
 
 /// Takes the advisory lock that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs or on their rate, or a per-key limit (see [`CLAIM_LIMITED_JOBS`]), until the
@@ -924,6 +962,10 @@ pub struct ClaimedJob {
     /// or a per-key limited kind's) took it in a turn; `None` when it was taken oldest first.
     #[sqlx(default)]
     pub turn_key: Option<String>,
+    /// The job's turn, when a fair kind's claim took it in the fair claim order (its key is
+    /// then [`turn_key`](Self::turn_key)); `None` otherwise.
+    #[sqlx(default)]
+    pub fair_turn: Option<i64>,
 }
 
 impl ClaimedJob {
@@ -934,6 +976,16 @@ impl ClaimedJob {
             run_at: self.run_at,
             id: self.id,
         }
+    }
+
+    /// Its place in the fair claim order, when a fair kind's claim took it in that order.
+    pub fn fair_place(&self) -> Option<FairPlace> {
+        Some(FairPlace {
+            priority: self.priority,
+            turn: self.fair_turn?,
+            key: self.turn_key.clone()?,
+            id: self.id,
+        })
     }
 
     /// How long the job had been due when claimed: its pickup latency.
@@ -965,6 +1017,39 @@ impl Ord for ClaimPlace {
 }
 
 impl PartialOrd for ClaimPlace {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A place in the order a fair kind's claims take its ready jobs in: priority (higher first),
+/// then turn, then key, then id. Places compare in that order: the smaller is claimed first.
+/// Keys compare byte by byte, as the claims order them (the `C` collation), whatever the
+/// database's collation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FairPlace {
+    /// The job's priority.
+    pub priority: i16,
+    /// Its turn.
+    pub turn: i64,
+    /// Its fairness key.
+    pub key: String,
+    /// Its id.
+    pub id: JobId,
+}
+
+impl Ord for FairPlace {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .priority
+            .cmp(&self.priority)
+            .then(self.turn.cmp(&other.turn))
+            .then_with(|| self.key.cmp(&other.key))
+            .then(self.id.cmp(&other.id))
+    }
+}
+
+impl PartialOrd for FairPlace {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
@@ -1089,72 +1174,90 @@ pub async fn claim_limited(
     })
 }
 
-/// A row of [`CLAIM_FAIR_JOBS`]: a claimed job (with its key) and the key the claim's round
-/// ended at.
-#[derive(Debug, FromRow)]
-struct FairClaimedJob {
-    #[sqlx(flatten)]
-    job: ClaimedJob,
-    fair_cursor: Option<String>,
-}
-
 /// Claims `count.free` ready jobs of `kind`, which has a fairness key, from `queue`, and up to
-/// `count.ahead` more, each leased for `lease`: round-robin across the jobs' keys, going on
-/// after `cursor` (the last key the previous claim took a job of), which it moves to the last
-/// key this claim took one of. The jobs claimed ahead stop before the first job on its last
-/// attempt in the claim's turn order. Returns the jobs in that order, the first `count.free` to
-/// start now.
+/// `count.ahead` more, each leased for `lease`, in the fair claim order: from its front, or,
+/// with `after`, only jobs of the same priority after that place, and none while a job of a
+/// higher priority is ready ([`CLAIM_FAIR_JOBS`], [`CLAIM_FAIR_JOBS_AFTER`]). The jobs claimed
+/// ahead stop before the first job on its last attempt. Returns the jobs in that order, the
+/// first `count.free` to start now.
 ///
-/// When a round comes back without filling the free slots (its keys had fewer jobs than their
-/// share), another round takes the rest, after the key the last one ended at; jobs ahead that a
-/// round did not find are not looked for again. When a round comes back empty, the rest of the
-/// free slots' jobs are claimed the usual way, oldest first, none ahead: the jobs of the kind
-/// without a key (enqueued before the kind declared one) are claimed that way, once no keyed job
-/// is due.
+/// When a claim from the front takes nothing, the free slots' jobs are claimed the usual way,
+/// oldest first, none ahead: the jobs of the kind without a key (enqueued before the kind
+/// declared one) are claimed that way, once no keyed job is due.
 pub async fn claim_fair(
     connection: &mut PgConnection,
     queue: &str,
     kind: &'static str,
     lease: Duration,
     count: ClaimCount,
-    round: &mut KeyRound,
+    after: Option<&FairPlace>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let limit = count.free.saturating_add(count.ahead);
-    let mut jobs: Vec<ClaimedJob> = Vec::new();
-    // One round at least (a claim with no free slot takes jobs ahead alone); once the free
-    // slots are filled, jobs ahead that a round did not find (its keys had fewer than their
-    // share, or it stopped at a job on its last attempt) are not looked for again.
-    loop {
+    let (mut jobs, gave_turns) =
+        claim_fair_once(&mut *connection, queue, kind, lease, count, after).await?;
+    if gave_turns && jobs.len() < limit {
+        // The jobs just given turns come after every job the claim read: another claim from
+        // where it ended takes them.
+        let free = count.free.saturating_sub(jobs.len());
         let rest = ClaimCount {
-            free: count.free - jobs.len(),
-            ahead: limit - count.free,
+            free,
+            ahead: limit - jobs.len() - free,
         };
-        let rows: Vec<FairClaimedJob> = sqlx::query_as(CLAIM_FAIR_JOBS)
-            .bind(queue)
-            .bind(kind)
-            .bind(i64::try_from(rest.free + rest.ahead).unwrap_or(i64::MAX))
-            .bind(lease.as_secs_f64())
-            .bind(round.cursor.as_deref())
-            .bind(i64::try_from(rest.free).unwrap_or(i64::MAX))
-            .fetch_all(&mut *connection)
-            .await?;
-        let Some(last) = rows.first().map(|row| row.fair_cursor.clone()) else {
-            // No keyed job left to take (or other claims hold them all): the free slots' jobs
-            // oldest first, none ahead, so that keyed jobs taken this way are few.
-            if rest.free > 0 {
-                jobs.extend(
-                    claim(&mut *connection, queue, &[kind], &[lease], rest.free, None).await?,
-                );
-            }
-            break;
-        };
-        round.cursor = last;
-        jobs.extend(rows.into_iter().map(|row| row.job));
-        if jobs.len() >= count.free {
-            break;
-        }
+        let from = jobs
+            .last()
+            .and_then(ClaimedJob::fair_place)
+            .or_else(|| after.cloned());
+        let (more, _) =
+            claim_fair_once(&mut *connection, queue, kind, lease, rest, from.as_ref()).await?;
+        jobs.extend(more);
+    }
+    if jobs.is_empty() && after.is_none() && count.free > 0 {
+        return claim(&mut *connection, queue, &[kind], &[lease], count.free, None).await;
     }
     Ok(jobs)
+}
+
+/// One fair claim statement, as [`claim_fair`] describes: the jobs it took, in the fair claim
+/// order, and whether it gave turns to jobs that became due without one.
+async fn claim_fair_once(
+    connection: &mut PgConnection,
+    queue: &str,
+    kind: &'static str,
+    lease: Duration,
+    count: ClaimCount,
+    after: Option<&FairPlace>,
+) -> Result<(Vec<ClaimedJob>, bool), sqlx::Error> {
+    let limit = count.free.saturating_add(count.ahead);
+    let query = sqlx::query(match after {
+        None => CLAIM_FAIR_JOBS,
+        Some(_) => CLAIM_FAIR_JOBS_AFTER,
+    })
+    .bind(queue)
+    .bind(kind)
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .bind(lease.as_secs_f64())
+    .bind(i64::try_from(count.free).unwrap_or(i64::MAX));
+    let query = match after {
+        None => query,
+        Some(place) => query
+            .bind(place.priority)
+            .bind(place.turn)
+            .bind(place.key.as_str())
+            .bind(place.id),
+    };
+    let rows = query.fetch_all(&mut *connection).await?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    let mut turns_given: i64 = 0;
+    for row in &rows {
+        turns_given = row.try_get("turns_given")?;
+        // The one row of a claim that took nothing has no job.
+        if row.try_get::<Option<JobId>, _>("id")?.is_some() {
+            jobs.push(ClaimedJob::from_row(row)?);
+        }
+    }
+    // An UPDATE returns its rows in the order it reached them, not the claim's.
+    jobs.sort_unstable_by_key(ClaimedJob::fair_place);
+    Ok((jobs, turns_given > 0))
 }
 
 /// After a limited claim of `limit` jobs of `kind` from `queues` that took `jobs`, in its
@@ -1334,7 +1437,7 @@ pub async fn claim_key_limited(
     })
 }
 
-/// Where a producer of a kind with a fairness key or a per-key limit stands between claims:
+/// Where a producer of a kind with a per-key limit stands between claims:
 /// the key its last round ended at, and when it last looked for the kind's jobs without a key.
 #[derive(Debug)]
 pub struct KeyRound {

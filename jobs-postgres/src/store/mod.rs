@@ -136,7 +136,7 @@ pub(crate) mod workflows;
 
 pub(crate) use claims::{
     claim_ahead, claim_fair, claim_key_limited, claim_limited, ClaimCount, ClaimLimits, ClaimPlace,
-    ClaimedJob, KeyRound, LimitedClaim,
+    ClaimedJob, FairPlace, KeyRound, LimitedClaim,
 };
 pub(crate) use outcomes::{heartbeat, record_outcomes, Fenced, Outcome, RenewedLease};
 pub(crate) use rescue::{list_expired, rescue_expired, rescue_jobs, ExpiredJob, RescuedJob};

@@ -22,7 +22,8 @@ use super::watcher::{Idle, QueueWatch};
 use super::Shared;
 use crate::backoff::ReconnectBackoff;
 use crate::store::{
-    self, ClaimCount, ClaimLimits, ClaimPlace, ClaimedJob, KeyRound, LimitedClaim, Outcome,
+    self, ClaimCount, ClaimLimits, ClaimPlace, ClaimedJob, FairPlace, KeyRound, LimitedClaim,
+    Outcome,
 };
 use jobs_core::RateLimit;
 
@@ -111,9 +112,9 @@ impl Claim {
     }
 
     /// Claims up to `count` jobs (only a kind-wide limited kind's claims take as many in all,
-    /// none ahead of the free slots), from the front of the claim order or `from`
-    /// a place in it (a limited kind's claims always start at the front); the claims of a fair
-    /// kind or a kind with a per-key limit go on after the key `round` ended at, and move it.
+    /// none ahead of the free slots), from the front of the claim order or `from` a place in it
+    /// (a queue's or a fair kind's; a limited kind's claims always start at the front); the
+    /// claims of a kind with a per-key limit go on after the key `round` ended at, and move it.
     /// Claims run on the connection `held`, taken from the pool when there is none, and dropped
     /// on an error (see [`HeldConnection`]). Returns, with the claim, when its statement was
     /// sent: the leases it took cannot have begun before then.
@@ -121,7 +122,7 @@ impl Claim {
         &self,
         shared: &Shared,
         count: ClaimCount,
-        from: Option<ClaimPlace>,
+        from: Option<&Place>,
         round: &mut KeyRound,
         held: &mut HeldConnection,
     ) -> Result<(LimitedClaim, Instant), sqlx::Error> {
@@ -130,7 +131,11 @@ impl Claim {
         let wanted = count.free + count.ahead;
         let claimed = match self {
             Claim::Fair { kind, queue, lease } => {
-                store::claim_fair(connection, queue, kind, *lease, count, round)
+                let after = match from {
+                    Some(Place::Fair(place)) => Some(place),
+                    _ => None,
+                };
+                store::claim_fair(connection, queue, kind, *lease, count, after)
                     .await
                     .map(|jobs| LimitedClaim {
                         jobs,
@@ -151,13 +156,19 @@ impl Claim {
                 queue,
                 kinds,
                 leases,
-            } => store::claim_ahead(connection, queue, kinds, leases, count, from)
-                .await
-                .map(|jobs| LimitedClaim {
-                    jobs,
-                    rate_room_in: None,
-                    held_back: false,
-                }),
+            } => {
+                let after = match from {
+                    Some(Place::Queue(place)) => Some(*place),
+                    _ => None,
+                };
+                store::claim_ahead(connection, queue, kinds, leases, count, after)
+                    .await
+                    .map(|jobs| LimitedClaim {
+                        jobs,
+                        rate_room_in: None,
+                        held_back: false,
+                    })
+            }
             Claim::Limited {
                 kind,
                 queues,
@@ -213,55 +224,99 @@ fn front_claim_interval(took: Duration) -> Duration {
     (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL)
 }
 
+/// A place in a producer's claim order: a queue's, or a fair kind's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    /// In the order of a queue's claims ([`ClaimPlace`]).
+    Queue(ClaimPlace),
+    /// In the order of a fair kind's claims ([`FairPlace`]).
+    Fair(FairPlace),
+}
+
+impl Place {
+    /// The place of `job`, claimed by a producer that claims as `claim` does: `None` for a job a
+    /// fair kind's claim took oldest first (one without a key), which has no place in its
+    /// order, nor a limited kind's, whose claims start at the front.
+    fn of(job: &ClaimedJob, claim: &Claim) -> Option<Place> {
+        match claim {
+            Claim::Queue { .. } => Some(Place::Queue(job.place())),
+            Claim::Fair { .. } => job.fair_place().map(Place::Fair),
+            Claim::KeyLimited { .. } | Claim::Limited { .. } => None,
+        }
+    }
+}
+
 /// Where a producer's claims ended, so that the next claim can start there rather than at the
 /// front of the ready index, past the entries of every job claimed since the last vacuum.
 struct ClaimPosition {
     /// Whether claims can start from a place (a limited kind's cannot).
     resumable: bool,
+    /// Whether claims start at the first place the last claim took rather than the furthest
+    /// (a fair kind's; see [`ClaimPosition::resume_point`]).
+    rescans_last_claim: bool,
     /// The furthest place claimed so far.
-    last: Option<ClaimPlace>,
+    last: Option<Place>,
+    /// The first place the last claim that took jobs took.
+    last_claim_first: Option<Place>,
     /// When the front is next due a look: [`front_claim_interval`] after the last claim that
     /// started there ended.
     front_due_at: Instant,
 }
 
 impl ClaimPosition {
-    fn new(resumable: bool) -> Self {
+    /// The position of a producer that claims as `claim` does, before its first claim.
+    fn new(claim: &Claim) -> Self {
         Self {
-            resumable,
+            resumable: matches!(claim, Claim::Queue { .. } | Claim::Fair { .. }),
+            rescans_last_claim: matches!(claim, Claim::Fair { .. }),
             last: None,
+            last_claim_first: None,
             front_due_at: Instant::now() + FRONT_CLAIM_EVERY,
         }
     }
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
-    fn resume_point(&self) -> Option<ClaimPlace> {
+    ///
+    /// A fair kind's claims start after the first place the last claim took instead: a job
+    /// enqueued while that claim ran took its turn after the turns claimed before it, which that
+    /// claim may have passed; the next claim reads the last one's range again (its jobs'
+    /// index entries, and any such job), and goes on.
+    fn resume_point(&self) -> Option<Place> {
         if !self.resumable || Instant::now() >= self.front_due_at {
             return None;
         }
-        self.last
+        if self.rescans_last_claim {
+            return self.last_claim_first.clone().or_else(|| self.last.clone());
+        }
+        self.last.clone()
     }
 
     /// Makes the next claim start at the front: jobs were handed back there, in their places.
     fn rewind(&mut self) {
         self.last = None;
+        self.last_claim_first = None;
     }
 
-    /// Notes what a claim took, whether it started at the front, and how long it `took`.
+    /// Notes what a claim of a producer that claims as `claim` does took, whether it started at
+    /// the front, and how long it `took`.
     ///
     /// A claim from the front took the first claimable jobs of the order, so every job before
     /// the furthest it took is claimed: the next claim may start there, even when that is
     /// before the last place (a higher priority came in). A claim from the front that took
     /// nothing found nothing claimable at all, and leaves the place as it was.
-    fn claimed(&mut self, jobs: &[ClaimedJob], from_front: bool, took: Duration) {
-        let furthest = jobs.iter().map(ClaimedJob::place).max();
+    fn claimed(&mut self, claim: &Claim, jobs: &[ClaimedJob], from_front: bool, took: Duration) {
+        let places = || jobs.iter().filter_map(|job| Place::of(job, claim));
+        let furthest = places().max();
+        if let Some(first) = places().min() {
+            self.last_claim_first = Some(first);
+        }
         if from_front {
             self.front_due_at = Instant::now() + front_claim_interval(took);
             if furthest.is_some() {
                 self.last = furthest;
             }
         } else {
-            self.last = self.last.max(furthest);
+            self.last = self.last.take().max(furthest);
         }
     }
 }
@@ -281,7 +336,7 @@ pub async fn produce(
     let all_slots = u32::try_from(plan.concurrency.max(1)).unwrap_or(u32::MAX);
     // Whether the last claim filled every free slot: the queue has more work than slots.
     let mut busy = false;
-    let mut position = ClaimPosition::new(matches!(plan.claim, Claim::Queue { .. }));
+    let mut position = ClaimPosition::new(&plan.claim);
     let mut held = HeldConnection::default();
     // Jobs claimed ahead of free slots, and how many a claim may take ahead.
     let mut read_ahead = ReadAhead::default();
@@ -296,8 +351,8 @@ pub async fn produce(
     let mut handed_back_runs: Option<Vec<(JobId, Uuid)>> = None;
     // The last claim's return, from which the slots' pace is measured.
     let mut pace = PaceMark::new(Instant::now(), 0, 0);
-    // Where the last claim of a fair kind, or of a kind with a per-key limit, ended: the next
-    // round goes on after its key.
+    // Where the last claim of a kind with a per-key limit ended: the next round goes on after
+    // its key.
     let mut round = KeyRound::new(shared.config.poll_interval);
     let mut outcomes_written = shared.outcomes_written.subscribe();
     // How long a producer held back with room in its rate window waits before claiming again:
@@ -323,8 +378,9 @@ pub async fn produce(
                 handed_back(&shared, &runs, &mut outcomes_written, &mut stop),
             )
             .await;
-            // The jobs are back in their places, before where the claims ended; a fair or
-            // per-key limited kind's keys whose jobs came back get their turns first.
+            // The jobs are back in their places, before where the claims ended (a fair kind's
+            // in their turns); a per-key limited kind's keys whose jobs came back get their
+            // turns first.
             position.rewind();
             round.handed_back(starter.last_turn());
         }
@@ -348,7 +404,7 @@ pub async fn produce(
             let count = ClaimCount { free: 0, ahead };
             let claim = plan
                 .claim
-                .claim(&shared, count, from, &mut round, &mut held);
+                .claim(&shared, count, from.as_ref(), &mut round, &mut held);
             let (claimed, meanwhile) = start_while_claiming(
                 claim,
                 &shared,
@@ -366,7 +422,7 @@ pub async fn produce(
             match claimed {
                 Ok((LimitedClaim { jobs, .. }, sent_at)) => {
                     let claimed_at = Instant::now();
-                    position.claimed(&jobs, from.is_none(), claimed_at - sent_at);
+                    position.claimed(&plan.claim, &jobs, from.is_none(), claimed_at - sent_at);
                     ahead = if jobs.len() < count.ahead {
                         // The jobs ahead ran out, or stopped at a job on its last attempt: the
                         // next claims are made for free slots, until the pace is known again.
@@ -499,7 +555,7 @@ pub async fn produce(
         loop {
             match plan
                 .claim
-                .claim(&shared, count, from, &mut round, &mut held)
+                .claim(&shared, count, from.as_ref(), &mut round, &mut held)
                 .await
             {
                 Ok((
@@ -515,7 +571,7 @@ pub async fn produce(
                     rate_room_in = room_in;
                     held_back = jobs_held_back;
                     claimed += jobs.len();
-                    position.claimed(&jobs, from.is_none(), claimed_at - sent_at);
+                    position.claimed(&plan.claim, &jobs, from.is_none(), claimed_at - sent_at);
                     starter.take_in(jobs, sent_at, claimed_at, &mut permits, &mut read_ahead);
                 }
                 Err(error) => {
@@ -839,16 +895,22 @@ mod tests {
             run_at: chrono::Utc::now(),
             id: 7,
         };
-        let mut position = ClaimPosition::new(true);
-        position.last = Some(place);
+        let queue = Claim::Queue {
+            queue: "default".into(),
+            kinds: vec!["k"],
+            leases: vec![Duration::from_secs(30)],
+        };
+        let place = Place::Queue(place);
+        let mut position = ClaimPosition::new(&queue);
+        position.last = Some(place.clone());
         // A slow look at the front: the next claims resume from the place.
         let looked_at = Instant::now();
-        position.claimed(&[], true, Duration::from_secs(5));
-        assert_eq!(position.resume_point(), Some(place));
+        position.claimed(&queue, &[], true, Duration::from_secs(5));
+        assert_eq!(position.resume_point(), Some(place.clone()));
         let due_at = position.front_due_at;
         assert!(due_at >= looked_at + FRONT_CLAIM_LONGEST_INTERVAL);
         // A resumed claim, however slow, does not change when the front is due.
-        position.claimed(&[], false, Duration::from_secs(60));
+        position.claimed(&queue, &[], false, Duration::from_secs(60));
         assert_eq!(position.front_due_at, due_at);
         assert_eq!(position.resume_point(), Some(place));
         // Jobs handed back are in their places, before the place: the next claim starts at the
