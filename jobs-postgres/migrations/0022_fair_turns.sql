@@ -3,9 +3,9 @@
 -- ready index, instead of visiting the keys one by one.
 --
 -- A job's turn is one more than the greater of its key's last turn among the ready jobs of its
--- queue, kind and priority, and the turn the kind's claims in the queue have reached
--- (`jobs_fair_rounds`): a key with a backlog takes turns after its own, and a key that comes in
--- takes the next round, not the turns the claims have passed. Claims take the ready jobs of a
+-- queue, kind and priority, and the turn the kind's claims of that priority in the queue have
+-- reached (`jobs_fair_rounds`): a key with a backlog takes turns after its own, and a key that
+-- comes in takes the next round, not the turns the claims have passed. Claims take the ready jobs of a
 -- priority by turn, then key, then id: the first job of every key, in key order, then the
 -- second, as a ring.
 --
@@ -13,48 +13,94 @@
 -- rescue, a replay, a workflow step released). A job not due yet (scheduled, or retried after a
 -- backoff) has none (`fair_turn` null) until a claim of its kind finds it due and gives it one:
 -- it takes the next round when it becomes due, like a job enqueued then, and it is in no
--- claim's way meanwhile. A job handed back unstarted (its attempt given back) keeps its turn, and
--- with it its place.
+-- claim's way meanwhile. A job handed back unstarted (running, back to ready with its attempt
+-- given back and its `run_at` kept) keeps its turn, and with it its place.
 
 ALTER TABLE jobs_queue ADD COLUMN fair_turn bigint;
 
--- The turn the claims of a fair kind have reached in a queue: the highest turn a claim took.
+-- The turn the claims of a fair kind have reached in a queue, per priority: the highest turn a
+-- claim took.
 CREATE TABLE jobs_fair_rounds (
     queue text NOT NULL,
     kind text NOT NULL,
+    priority smallint NOT NULL,
     turn bigint NOT NULL,
-    PRIMARY KEY (queue, kind)
+    PRIMARY KEY (queue, kind, priority)
 );
 
 -- Sets the turn of a job with a fairness key inserted, or made ready again (see above). A
 -- trigger, so that every way a job is inserted or made ready (one, many in one statement,
--- workflow steps, schedules, rescues, replays) takes turns alike: rows written earlier by the
--- same statement are seen, so the jobs of one key written together take successive turns. Two
--- transactions writing jobs of one key at once may give two of them the same turn: the key then
--- gets two jobs in that round.
+-- workflow steps, schedules, rescues, replays) takes turns alike. A transaction reads the round
+-- once (kept in a setting local to it): the jobs of one key it writes take successive turns
+-- however far the claims go meanwhile (rows written earlier by the same statement are seen).
+-- Two transactions writing jobs of one key at once may give two of them the same turn: the key
+-- then gets two jobs in that round.
 CREATE FUNCTION jobs_queue_fair_turn() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    round_setting text := 'jobs_fair.round_'
+        || md5(format('%s %s %s %s', length(NEW.queue), NEW.queue, NEW.kind, NEW.priority));
+    reached bigint;
+    last_turn bigint;
 BEGIN
     IF NEW.state <> 'ready' OR NEW.run_at > now() THEN
         NEW.fair_turn := NULL;
         RETURN NEW;
     END IF;
-    IF TG_OP = 'UPDATE' AND NEW.attempts < OLD.attempts AND OLD.fair_turn IS NOT NULL THEN
+    IF TG_OP = 'UPDATE' AND OLD.state = 'running' AND NEW.attempts = OLD.attempts - 1
+       AND NEW.run_at = OLD.run_at AND OLD.fair_turn IS NOT NULL THEN
         RETURN NEW;
     END IF;
-    NEW.fair_turn := 1 + greatest(
-        0,
-        (SELECT turn FROM jobs_fair_rounds WHERE queue = NEW.queue AND kind = NEW.kind),
-        (SELECT fair_turn FROM jobs_queue
-         WHERE state = 'ready' AND queue = NEW.queue AND kind = NEW.kind
-           AND fair_key = NEW.fair_key AND priority = NEW.priority AND fair_turn IS NOT NULL
-         ORDER BY fair_turn DESC
-         LIMIT 1));
+    reached := nullif(current_setting(round_setting, true), '')::bigint;
+    IF reached IS NULL THEN
+        reached := coalesce((SELECT turn FROM jobs_fair_rounds
+                             WHERE queue = NEW.queue AND kind = NEW.kind
+                               AND priority = NEW.priority),
+                            0);
+        PERFORM set_config(round_setting, reached::text, true);
+    END IF;
+    -- Only turns past the round: the claimed ones are not, and the index entries of the jobs
+    -- claimed since the last vacuum are not walked.
+    last_turn := (SELECT fair_turn FROM jobs_queue
+                  WHERE state = 'ready' AND queue = NEW.queue AND kind = NEW.kind
+                    AND fair_key = NEW.fair_key AND priority = NEW.priority
+                    AND fair_turn > reached
+                  ORDER BY fair_turn DESC
+                  LIMIT 1);
+    NEW.fair_turn := 1 + greatest(reached, last_turn);
     RETURN NEW;
 END
 $$;
 
 CREATE TRIGGER jobs_queue_fair_turn BEFORE INSERT ON jobs_queue
     FOR EACH ROW WHEN (NEW.fair_key IS NOT NULL) EXECUTE FUNCTION jobs_queue_fair_turn();
+
+-- At commit, moves the turns of the jobs a transaction inserted on by as many turns as the
+-- claims went on since it read the round: no claim can see the jobs before they commit, so the
+-- claims that ran meanwhile went past the turns they took, and the next claims, which go on from
+-- where the last one began, would not find them before their next look at the front. The jobs
+-- of a key keep their order and spacing. (A claim that commits between this and the commit
+-- itself can still pass them: they wait for the next look at the front.)
+CREATE FUNCTION jobs_queue_fair_turn_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    round_setting text := 'jobs_fair.round_'
+        || md5(format('%s %s %s %s', length(NEW.queue), NEW.queue, NEW.kind, NEW.priority));
+    read_then bigint := nullif(current_setting(round_setting, true), '')::bigint;
+    reached bigint;
+BEGIN
+    reached := (SELECT turn FROM jobs_fair_rounds
+                WHERE queue = NEW.queue AND kind = NEW.kind AND priority = NEW.priority);
+    IF reached > read_then THEN
+        UPDATE jobs_queue SET fair_turn = fair_turn + (reached - read_then)
+        WHERE id = NEW.id AND state = 'ready' AND fair_turn = NEW.fair_turn;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER jobs_queue_fair_turn_at_commit AFTER INSERT ON jobs_queue
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.fair_turn IS NOT NULL)
+    EXECUTE FUNCTION jobs_queue_fair_turn_at_commit();
 CREATE TRIGGER jobs_queue_fair_turn_again BEFORE UPDATE OF state ON jobs_queue
     FOR EACH ROW WHEN (NEW.fair_key IS NOT NULL AND NEW.state = 'ready' AND OLD.state <> 'ready')
     EXECUTE FUNCTION jobs_queue_fair_turn();

@@ -376,8 +376,8 @@ async fn a_key_that_comes_in_takes_turns_from_the_next_round() {
 }
 
 /// The jobs of one key inserted together take successive turns, and a job inserted ready but
-/// not due yet takes none until it is due; then a claim gives it the next round's turn, and the
-/// claim after takes it in that round.
+/// not due yet takes none until it is due; then a claim gives it the next round's turn (as many
+/// such jobs as it takes), and the claim after takes it in that round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_take_turns_when_they_become_due() {
     let db = Db::new().await;
@@ -393,39 +393,36 @@ async fn jobs_take_turns_when_they_become_due() {
         tenant: tenant.into(),
         n,
     };
-    tenant_task::enqueue_many(
-        &db.pool,
-        [now("x", 0), now("x", 1), now("y", 0), now("x", 2)],
-    )
-    .await
-    .unwrap();
+    let jobs_now = [("x", 0), ("x", 1), ("y", 0), ("x", 2), ("x", 3), ("x", 4)];
+    tenant_task::enqueue_many(&db.pool, jobs_now.map(|(tenant, n)| now(tenant, n)))
+        .await
+        .unwrap();
     let mut conn = db.pool.acquire().await.unwrap();
     for job in [later(0), later(1)] {
         jobs::postgres::enqueue_job(&mut conn, &job).await.unwrap();
     }
+    let (x, y, later) = ("tenant:\"x\"", "tenant:\"y\"", "tenant:\"later\"");
     assert_eq!(
-        turns_of(&db, "tenant:\"x\"").await,
-        [Some(1), Some(2), Some(3)]
+        turns_of(&db, x).await,
+        (1..=5).map(Some).collect::<Vec<_>>()
     );
-    assert_eq!(turns_of(&db, "tenant:\"y\"").await, [Some(1)]);
-    assert_eq!(turns_of(&db, "tenant:\"later\"").await, [None, None]);
+    assert_eq!(turns_of(&db, y).await, [Some(1)]);
+    assert_eq!(turns_of(&db, later).await, [None, None]);
 
     let (keys, cursor) = keys_in_order(&db, &mut conn, 2, None).await;
-    assert_eq!(keys, ["tenant:\"x\"", "tenant:\"y\""]);
+    assert_eq!(keys, [x, y]);
     db.execute(
         "UPDATE jobs_queue SET run_at = now() - interval '1 second'
          WHERE fair_key = 'tenant:\"later\"'",
     )
     .await;
-    // x's second job, then the later jobs, due now, take the round after the turns read.
-    let (keys, cursor) = keys_in_order(&db, &mut conn, 1, cursor.as_ref()).await;
-    assert_eq!(keys, ["tenant:\"x\""]);
-    assert_eq!(turns_of(&db, "tenant:\"later\"").await, [Some(3), Some(4)]);
-    let (keys, _) = keys_in_order(&db, &mut conn, 3, cursor.as_ref()).await;
-    assert_eq!(
-        keys,
-        ["tenant:\"later\"", "tenant:\"x\"", "tenant:\"later\""]
-    );
+    // x's second and third jobs; the later jobs, due now, take the round after the turns that
+    // claim read, and the next claim takes them in that round.
+    let (keys, cursor) = keys_in_order(&db, &mut conn, 2, cursor.as_ref()).await;
+    assert_eq!(keys, [x, x]);
+    assert_eq!(turns_of(&db, later).await, [Some(4), Some(5)]);
+    let (keys, _) = keys_in_order(&db, &mut conn, 4, cursor.as_ref()).await;
+    assert_eq!(keys, [later, x, later, x]);
 }
 
 /// A job retried after a backoff gives its turn up until it is due again (it is in no claim's
@@ -495,6 +492,86 @@ async fn a_higher_priority_goes_first_across_keys() {
     let mut conn = db.pool.acquire().await.unwrap();
     let (keys, _) = keys_in_order(&db, &mut conn, 4, None).await;
     assert_eq!(keys, ["z", "z", "a", "b"]);
+}
+
+/// The round is kept per priority: claims of a higher priority going far do not send a key that
+/// comes in at a lower one behind that priority's backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_comes_in_takes_the_next_round_of_its_priority() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 10]).await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, priority, fair_key)
+         SELECT 'tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 5, 'h'
+         FROM generate_series(1, 8)",
+    )
+    .await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (keys, _) = keys_in_order(&db, &mut conn, 10, None).await;
+    assert_eq!(keys, [vec!["h"; 8], vec!["a"; 2]].concat());
+    insert_keyed(&db, &["b"]).await;
+    assert_eq!(
+        turns_of(&db, "b").await,
+        [Some(3)],
+        "after a's two claimed turns"
+    );
+}
+
+/// A job made ready again otherwise than by a hand-back (a replay of a dead job, a rescue)
+/// takes a new turn, after its key's ready jobs, not the one it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_job_takes_a_new_turn() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a", "a", "b", "b"]).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let claimed = claim_fair_turns(&mut conn, ClaimCount { free: 2, ahead: 0 }, None).await;
+    let dead = &claimed[0];
+    db.execute(&format!(
+        "UPDATE jobs_queue SET state = 'dead', finished_at = now(), lease_token = NULL
+         WHERE id = {}",
+        dead.id
+    ))
+    .await;
+    db.execute(&format!(
+        "UPDATE jobs_queue SET state = 'ready', attempts = 0, finished_at = NULL, run_at = now()
+         WHERE id = {}",
+        dead.id
+    ))
+    .await;
+    assert_eq!(
+        turns_of(&db, "a").await,
+        [Some(3), Some(2)],
+        "a new turn, after a's ready job's"
+    );
+}
+
+/// Jobs inserted by a transaction that commits after claims went past the round it read move on
+/// at commit by as many turns: the next claim, going on from where the last one began, takes
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_enqueued_while_claims_go_on_take_turns_as_of_their_commit() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 20]).await;
+    let mut enqueuing = db.pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'b')",
+    )
+    .execute(&mut *enqueuing)
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (_, first) = keys_in_order(&db, &mut conn, 4, None).await;
+    let (keys, _) = keys_in_order(&db, &mut conn, 4, first.as_ref()).await;
+    assert_eq!(keys, ["a"; 4]);
+    enqueuing.commit().await.unwrap();
+    assert_eq!(
+        turns_of(&db, "b").await,
+        [Some(9)],
+        "after the 8 turns claimed"
+    );
+    let (keys, _) = keys_in_order(&db, &mut conn, 2, first.as_ref()).await;
+    assert_eq!(keys, ["a", "b"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

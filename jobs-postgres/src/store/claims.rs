@@ -415,8 +415,8 @@ macro_rules! turns_of_keys {
 
 /// A claim of ready jobs of kind `$2`, which has a fairness key, from queue `$1`, in the fair
 /// claim order, with `$where` narrowing the scan: the parameters and rows of
-/// [`CLAIM_FAIR_JOBS`]. It first gives turns to up to 1,000 jobs of the kind in the queue that
-/// became due without one.
+/// [`CLAIM_FAIR_JOBS`]. It also gives turns to as many jobs of the kind in the queue that became
+/// due without one as it may claim.
 macro_rules! claim_fair_jobs {
     ($where:expr) => {
         concat!(
@@ -435,31 +435,40 @@ WITH candidates AS (
     ORDER BY priority DESC, fair_turn, fair_key COLLATE \"C\", id
     LIMIT (SELECT $3::bigint)
     FOR UPDATE SKIP LOCKED
-), turns_given AS (
-    UPDATE jobs_queue AS j
-    SET fair_turn = due.nth + greatest(
-            0,
-            (SELECT turn FROM jobs_fair_rounds WHERE queue = $1 AND kind = $2),
-            (SELECT max(fair_turn) FROM candidates),
-            (SELECT last.fair_turn FROM jobs_queue AS last
-             WHERE last.state = 'ready' AND last.queue = $1 AND last.kind = $2
-               AND last.fair_key = due.fair_key AND last.priority = due.priority
-               AND last.fair_turn IS NOT NULL
-             ORDER BY last.fair_turn DESC
-             LIMIT 1))
+), due_turns AS (
+    SELECT due.id, due.nth + greatest(due.reached, (
+            SELECT last.fair_turn FROM jobs_queue AS last
+            WHERE last.state = 'ready' AND last.queue = $1 AND last.kind = $2
+              AND last.fair_key = due.fair_key AND last.priority = due.priority
+              AND last.fair_turn > due.reached
+            ORDER BY last.fair_turn DESC
+            LIMIT 1)) AS turn
     FROM (
-        SELECT id, fair_key, priority,
-               row_number() OVER (PARTITION BY fair_key, priority ORDER BY run_at, id) AS nth
+        SELECT unturned.id, unturned.fair_key, unturned.priority,
+               row_number() OVER (PARTITION BY unturned.fair_key, unturned.priority
+                                  ORDER BY unturned.run_at, unturned.id) AS nth,
+               greatest(
+                   0,
+                   (SELECT turn FROM jobs_fair_rounds AS round
+                    WHERE round.queue = $1 AND round.kind = $2
+                      AND round.priority = unturned.priority),
+                   (SELECT max(fair_turn) FROM candidates
+                    WHERE candidates.priority = unturned.priority)) AS reached
         FROM (
             SELECT id, fair_key, priority, run_at FROM jobs_queue
             WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
               AND fair_turn IS NULL AND run_at <= now()
             ORDER BY run_at, id
-            LIMIT 1000
+            LIMIT (SELECT $3::bigint)
             FOR UPDATE SKIP LOCKED
         ) AS unturned
     ) AS due
-    WHERE j.id = due.id
+), turns_given AS (
+    UPDATE jobs_queue AS j
+    SET fair_turn = given.turn
+    FROM unnest(ARRAY(SELECT id FROM due_turns ORDER BY id),
+                ARRAY(SELECT turn FROM due_turns ORDER BY id)) AS given(id, turn)
+    WHERE j.id = given.id
     RETURNING j.id
 ),",
             claimed_prefix!(
@@ -476,10 +485,10 @@ WITH candidates AS (
             ),
             "
 ), round_reached AS (
-    INSERT INTO jobs_fair_rounds AS reached (queue, kind, turn)
-    SELECT $1, $2, max(fair_turn) FROM claimed
-    HAVING count(*) > 0
-    ON CONFLICT (queue, kind) DO UPDATE SET turn = excluded.turn
+    INSERT INTO jobs_fair_rounds AS reached (queue, kind, priority, turn)
+    SELECT $1, $2, priority, max(fair_turn) FROM claimed
+    GROUP BY priority
+    ON CONFLICT (queue, kind, priority) DO UPDATE SET turn = excluded.turn
     WHERE reached.turn < excluded.turn
 )
 SELECT claimed.*, given.turns_given
