@@ -101,7 +101,7 @@ pub enum EncodeError {
         source: TemplateError,
     },
     /// A rendered fairness or limit key is longer than [`MAX_KEY_BYTES`]: it would not fit the
-    /// index that claims walk the keys through.
+    /// indexes that claims read the keys' jobs through.
     #[error(
         "the {key} of job kind `{kind}` is {bytes} bytes long; at most {limit} are allowed (template fields such as a tenant's id keep it short)"
     )]

@@ -509,12 +509,12 @@ LEFT JOIN claimed ON true"
 ///
 /// Every ready job with a key took its key's next turn when it became due (migration 22, and
 /// this claim for the jobs that became due with time): one more than its key's last turn among
-/// the ready jobs of its queue, kind and priority, and than the turn the kind's claims in the
-/// queue had reached. So the order is a ring of the keys: the first job of every key, in key
+/// the ready jobs of its queue, kind and priority, and than the turn the kind's claims of that
+/// priority in the queue had reached. So the order is a ring of the keys: the first job of every key, in key
 /// order, then the second. The claim reads it as any claim reads the ready index, one range of
 /// the index `jobs_queue_ready_fair`: the jobs of other kinds, keyed or not, are never read. It
-/// records the highest turn it took in `jobs_fair_rounds`, after which the jobs that come due
-/// next take theirs. The jobs it gives turns to are found through
+/// records the highest turn it took of each priority in `jobs_fair_rounds`, after which the jobs
+/// that come due next take theirs. The jobs it gives turns to are found through
 /// `jobs_queue_ready_fair_unturned` (one descent when there are none) and are claimed from the
 /// next claim on: a statement does not see its own writes.
 ///
