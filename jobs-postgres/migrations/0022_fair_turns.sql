@@ -74,12 +74,14 @@ $$;
 CREATE TRIGGER jobs_queue_fair_turn BEFORE INSERT ON jobs_queue
     FOR EACH ROW WHEN (NEW.fair_key IS NOT NULL) EXECUTE FUNCTION jobs_queue_fair_turn();
 
--- At commit, moves the turns of the jobs a transaction inserted on by as many turns as the
--- claims went on since it read the round: no claim can see the jobs before they commit, so the
--- claims that ran meanwhile went past the turns they took, and the next claims, which go on from
--- where the last one began, would not find them before their next look at the front. The jobs
--- of a key keep their order and spacing. (A claim that commits between this and the commit
--- itself can still pass them: they wait for the next look at the front.)
+-- At commit, moves the turn of a job the transaction inserted or made ready, when the claims
+-- have reached it since the transaction read the round, on by as many turns as they went:
+-- no claim could see the job before it commits, so the claims that ran meanwhile went past its
+-- turn, and the next claims, which go on from where the last one began, would not find it
+-- before their next look at the front. A job whose turn the claims have not reached (a key's
+-- backlog past the round) stays where it is. (A claim that commits between this and the commit
+-- itself can still pass a job: it waits for the next look at the front. Under REPEATABLE READ
+-- or SERIALIZABLE the round read here is the transaction's, and nothing moves.)
 CREATE FUNCTION jobs_queue_fair_turn_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     round_setting text := 'jobs_fair.round_'
@@ -89,7 +91,7 @@ DECLARE
 BEGIN
     reached := (SELECT turn FROM jobs_fair_rounds
                 WHERE queue = NEW.queue AND kind = NEW.kind AND priority = NEW.priority);
-    IF reached > read_then THEN
+    IF reached > read_then AND NEW.fair_turn <= reached THEN
         UPDATE jobs_queue SET fair_turn = fair_turn + (reached - read_then)
         WHERE id = NEW.id AND state = 'ready' AND fair_turn = NEW.fair_turn;
     END IF;
@@ -100,6 +102,12 @@ $$;
 CREATE CONSTRAINT TRIGGER jobs_queue_fair_turn_at_commit AFTER INSERT ON jobs_queue
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW WHEN (NEW.fair_turn IS NOT NULL)
+    EXECUTE FUNCTION jobs_queue_fair_turn_at_commit();
+CREATE CONSTRAINT TRIGGER jobs_queue_fair_turn_again_at_commit AFTER UPDATE OF state ON jobs_queue
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.fair_turn IS NOT NULL AND NEW.state = 'ready' AND OLD.state <> 'ready'
+                       AND NOT (OLD.state = 'running' AND NEW.attempts = OLD.attempts - 1
+                                AND NEW.run_at = OLD.run_at))
     EXECUTE FUNCTION jobs_queue_fair_turn_at_commit();
 CREATE TRIGGER jobs_queue_fair_turn_again BEFORE UPDATE OF state ON jobs_queue
     FOR EACH ROW WHEN (NEW.fair_key IS NOT NULL AND NEW.state = 'ready' AND OLD.state <> 'ready')

@@ -574,6 +574,47 @@ async fn jobs_enqueued_while_claims_go_on_take_turns_as_of_their_commit() {
     assert_eq!(keys, ["a", "b"]);
 }
 
+/// At commit, only the jobs whose turns the claims reached meanwhile move on: a job that took
+/// its turn after its key's backlog, past the round, keeps it; and a job made ready again in the
+/// transaction (here a released dependent) moves on too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_commit_only_the_turns_the_claims_reached_move_on() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 20]).await;
+    insert_keyed(&db, &["b"; 10]).await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, state, fair_key)
+         VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'waiting', 'c')",
+    )
+    .await;
+    let mut enqueuing = db.pool.begin().await.unwrap();
+    for statement in [
+        // Reads round 0: b's next turn is 11, past its backlog; c's released job takes turn 1.
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'b')",
+        "UPDATE jobs_queue SET state = 'ready' WHERE fair_key = 'c'",
+    ] {
+        sqlx::query(statement)
+            .execute(&mut *enqueuing)
+            .await
+            .unwrap();
+    }
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (keys, _) = keys_in_order(&db, &mut conn, 8, None).await;
+    assert_eq!(keys, ["a", "b", "a", "b", "a", "b", "a", "b"]);
+    enqueuing.commit().await.unwrap();
+    assert_eq!(
+        turns_of(&db, "b").await[10],
+        Some(11),
+        "past the round: kept"
+    );
+    assert_eq!(
+        turns_of(&db, "c").await,
+        [Some(5)],
+        "reached: moved on by 4"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_with_backlogs_get_equal_shares_claim_after_claim() {
     let db = Db::new().await;

@@ -435,34 +435,38 @@ WITH candidates AS (
     ORDER BY priority DESC, fair_turn, fair_key COLLATE \"C\", id
     LIMIT (SELECT $3::bigint)
     FOR UPDATE SKIP LOCKED
+), reached AS (
+    SELECT priority, greatest(rounds.turn, taken.turn) AS turn
+    FROM (SELECT priority, turn FROM jobs_fair_rounds WHERE queue = $1 AND kind = $2) AS rounds
+    FULL JOIN (SELECT priority, max(fair_turn) AS turn FROM candidates GROUP BY priority) AS taken
+      USING (priority)
+), unturned AS (
+    SELECT id, fair_key, priority, run_at FROM jobs_queue
+    WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
+      AND fair_turn IS NULL AND run_at <= now()
+    ORDER BY run_at, id
+    LIMIT (SELECT $3::bigint)
+    FOR UPDATE SKIP LOCKED
+), due_keys AS (
+    SELECT keys.fair_key, keys.priority,
+           greatest(coalesce(reached.turn, 0), last.fair_turn) AS after_turn
+    FROM (SELECT DISTINCT fair_key, priority FROM unturned) AS keys
+    LEFT JOIN reached USING (priority)
+    LEFT JOIN LATERAL (
+        SELECT fair_turn FROM jobs_queue
+        WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key = keys.fair_key
+          AND priority = keys.priority AND fair_turn > coalesce(reached.turn, 0)
+        ORDER BY fair_turn DESC
+        LIMIT 1
+    ) AS last ON true
 ), due_turns AS (
-    SELECT due.id, due.nth + greatest(due.reached, (
-            SELECT last.fair_turn FROM jobs_queue AS last
-            WHERE last.state = 'ready' AND last.queue = $1 AND last.kind = $2
-              AND last.fair_key = due.fair_key AND last.priority = due.priority
-              AND last.fair_turn > due.reached
-            ORDER BY last.fair_turn DESC
-            LIMIT 1)) AS turn
-    FROM (
-        SELECT unturned.id, unturned.fair_key, unturned.priority,
-               row_number() OVER (PARTITION BY unturned.fair_key, unturned.priority
-                                  ORDER BY unturned.run_at, unturned.id) AS nth,
-               greatest(
-                   0,
-                   (SELECT turn FROM jobs_fair_rounds AS round
-                    WHERE round.queue = $1 AND round.kind = $2
-                      AND round.priority = unturned.priority),
-                   (SELECT max(fair_turn) FROM candidates
-                    WHERE candidates.priority = unturned.priority)) AS reached
-        FROM (
-            SELECT id, fair_key, priority, run_at FROM jobs_queue
-            WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
-              AND fair_turn IS NULL AND run_at <= now()
-            ORDER BY run_at, id
-            LIMIT (SELECT $3::bigint)
-            FOR UPDATE SKIP LOCKED
-        ) AS unturned
-    ) AS due
+    SELECT unturned.id,
+           due_keys.after_turn + row_number() OVER (PARTITION BY unturned.fair_key,
+                                                                unturned.priority
+                                                   ORDER BY unturned.run_at, unturned.id)
+             AS turn
+    FROM unturned
+    JOIN due_keys USING (fair_key, priority)
 ), turns_given AS (
     UPDATE jobs_queue AS j
     SET fair_turn = given.turn
@@ -485,11 +489,11 @@ WITH candidates AS (
             ),
             "
 ), round_reached AS (
-    INSERT INTO jobs_fair_rounds AS reached (queue, kind, priority, turn)
+    INSERT INTO jobs_fair_rounds AS round (queue, kind, priority, turn)
     SELECT $1, $2, priority, max(fair_turn) FROM claimed
     GROUP BY priority
     ON CONFLICT (queue, kind, priority) DO UPDATE SET turn = excluded.turn
-    WHERE reached.turn < excluded.turn
+    WHERE round.turn < excluded.turn
 )
 SELECT claimed.*, given.turns_given
 FROM (SELECT count(*) AS turns_given FROM turns_given) AS given
