@@ -1,6 +1,7 @@
 //! Claiming ready jobs: by kind, resuming after a place in the claim order, and for kinds with a
 //! limit on their running jobs.
 
+use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -1019,13 +1020,16 @@ pub struct ClaimPlace {
     pub id: JobId,
 }
 
+impl ClaimPlace {
+    /// What places compare by, in that order.
+    fn order(&self) -> (Reverse<i16>, DateTime<Utc>, JobId) {
+        (Reverse(self.priority), self.run_at, self.id)
+    }
+}
+
 impl Ord for ClaimPlace {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other
-            .priority
-            .cmp(&self.priority)
-            .then(self.run_at.cmp(&other.run_at))
-            .then(self.id.cmp(&other.id))
+        self.order().cmp(&other.order())
     }
 }
 
@@ -1051,14 +1055,16 @@ pub struct FairPlace {
     pub id: JobId,
 }
 
+impl FairPlace {
+    /// What places compare by, in that order.
+    fn order(&self) -> (Reverse<i16>, i64, &str, JobId) {
+        (Reverse(self.priority), self.turn, &self.key, self.id)
+    }
+}
+
 impl Ord for FairPlace {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other
-            .priority
-            .cmp(&self.priority)
-            .then(self.turn.cmp(&other.turn))
-            .then_with(|| self.key.cmp(&other.key))
-            .then(self.id.cmp(&other.id))
+        self.order().cmp(&other.order())
     }
 }
 

@@ -307,8 +307,10 @@ impl ClaimPosition {
     fn claimed(&mut self, claim: &Claim, jobs: &[ClaimedJob], from_front: bool, took: Duration) {
         let places = || jobs.iter().filter_map(|job| Place::of(job, claim));
         let furthest = places().max();
-        if let Some(first) = places().min() {
-            self.last_claim_first = Some(first);
+        if self.rescans_last_claim {
+            if let Some(first) = places().min() {
+                self.last_claim_first = Some(first);
+            }
         }
         if from_front {
             self.front_due_at = Instant::now() + front_claim_interval(took);
