@@ -798,3 +798,188 @@ async fn claims_from_the_last_place_keep_one_plan_per_connection() {
         statements.map(|(name, _)| name)
     );
 }
+
+/// [`check_plans`] of a per-key limited claim in turn order of `wanted` `per_merchant` jobs, 16
+/// for free slots and the rest ahead of them, from queue `default`, at most 2 running per key:
+/// from the front ([`sql::CLAIM_KEY_TURNS`]), or after `place`
+/// ([`sql::CLAIM_KEY_TURNS_AFTER`]); allowed [`MAX_BUFFERS`] per 16 jobs; returns the rows each
+/// plan took. Both plans are generic, as a worker runs the claim (after
+/// [`sql::LOCK_LIMITED_KIND`]); their estimated cost stays under `jit_above_cost`.
+async fn check_key_turns_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) -> [i64; 2] {
+    let statement = match place {
+        None => sql::CLAIM_KEY_TURNS,
+        Some(_) => sql::CLAIM_KEY_TURNS_AFTER,
+    };
+    let explain = explain_analyze(statement);
+    let query = sqlx::query_scalar(&explain)
+        .bind("per_merchant")
+        .bind("default")
+        .bind(wanted)
+        .bind(None::<i64>)
+        .bind(30.0_f64)
+        .bind(None::<i32>)
+        .bind(None::<f64>)
+        .bind(2_i64)
+        .bind(16_i64);
+    let mut arguments = vec![
+        "'per_merchant'".to_string(),
+        "'default'".to_string(),
+        wanted.to_string(),
+        "NULL::bigint".to_string(),
+        "30.0".to_string(),
+        "NULL::integer".to_string(),
+        "NULL::float8".to_string(),
+        "2".to_string(),
+        "16".to_string(),
+    ];
+    let (query, name) = match place {
+        None => (query, format!("CLAIM_KEY_TURNS of {wanted}")),
+        Some((turn, key, id)) => {
+            arguments.extend([
+                "0".to_string(),
+                turn.to_string(),
+                format!("'{key}'"),
+                id.to_string(),
+            ]);
+            let query = query.bind(0_i16).bind(*turn).bind(key.as_str()).bind(*id);
+            let name = format!("CLAIM_KEY_TURNS_AFTER of {wanted} (after turn {turn} of {key})");
+            (query, name)
+        }
+    };
+    let max_buffers = MAX_BUFFERS * ((wanted + 15) / 16);
+    let custom = plan_of(db, &name, query).await;
+    let generic = generic_plan_of(db, &name, statement, &arguments).await;
+    let cost = generic[0]["Plan"]["Total Cost"].as_f64().unwrap();
+    assert!(
+        cost < 100_000.0,
+        "{name}: the generic plan is estimated at {cost}, which JIT would compile at every run"
+    );
+    [
+        check_within(&name, &custom, max_buffers),
+        check_within(&format!("{name} (generic plan)"), &generic, max_buffers),
+    ]
+}
+
+/// The place of the `per_merchant` job of key `key` in turn `turn`.
+async fn key_turn_place(db: &Db, key: &str, turn: i64) -> FairPlace {
+    let id: i64 = sqlx::query_scalar(
+        "SELECT id FROM jobs_queue
+         WHERE kind = 'per_merchant' AND limit_key = $1 AND fair_turn = $2",
+    )
+    .bind(key)
+    .bind(turn)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    (turn, key.to_string(), id)
+}
+
+/// While no key is at its limit, a per-key limited claim reads one range of the turn index, as
+/// a fair claim does, not the keys nor their jobs: with 1,000 merchants of 100 due jobs each, a
+/// merchant of 100,000, a fair kind's keyed jobs, and the foreign backlog, a claim of 16 reads a
+/// few pages, from the front or from a place in a round, and a claim of 144 (128 of them ahead
+/// of the free slots) reads in proportion. With a key at its limit, it reads no job at all.
+/// (The flood merchant has 100,000 jobs: its turns go on past every other merchant's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
+    let db = backlog_of_another_kind().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, run_at, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
+                now() - interval '2 hours' + n * interval '30 ms',
+                CASE WHEN n <= 100000 THEN 'merchant ' || lpad((n % 1000)::text, 4, '0')
+                     ELSE 'merchant flood' END
+         FROM generate_series(1, 200000) AS n;
+         INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         SELECT 'tenant_task', 'default', '{}', 8, 'merchant ' || (n % 5000)
+         FROM generate_series(1, 100000) AS n",
+    )
+    .await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
+    let in_a_round = key_turn_place(&db, "merchant 0500", 50).await;
+    let past_the_rounds = key_turn_place(&db, "merchant flood", 50_000).await;
+    for place in [None, Some(&in_a_round)] {
+        assert_eq!(check_key_turns_claim(&db, place, 16).await, [16, 16]);
+        assert_eq!(check_key_turns_claim(&db, place, 144).await, [144, 144]);
+    }
+    // Past the other merchants' last turns, the flood merchant's jobs alone: the claim reads as
+    // many as it may take, and takes 2, its limit.
+    assert_eq!(
+        check_key_turns_claim(&db, Some(&past_the_rounds), 16).await,
+        [2, 2]
+    );
+    assert_eq!(
+        check_key_turns_claim(&db, Some(&past_the_rounds), 144).await,
+        [2, 2]
+    );
+    // Two jobs of one merchant running: its limit of 2 is reached, and the claim reads nothing
+    // (one row without a job).
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, state, attempts, attempted_at,
+                                 lease_token, lease_expires_at, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8, 'running', 1,
+                now(), gen_random_uuid(), now() + interval '1 hour', 'merchant 0007'
+         FROM generate_series(1, 2)",
+    )
+    .await;
+    assert_eq!(check_key_turns_claim(&db, None, 16).await, [1, 1]);
+}
+
+/// The per-key limited claims in turn order, run as a worker runs them (in a transaction after
+/// [`sql::LOCK_LIMITED_KIND`]), are planned once per connection, whatever the number of jobs
+/// asked for and wherever they start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
+                'merchant ' || (n % 200)
+         FROM generate_series(1, 5000) AS n",
+    )
+    .await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut place: Option<FairPlace> = None;
+    for call in 0..12 {
+        let limit: i64 = [1, 16, 144][call % 3];
+        let mut transaction = conn.begin().await.unwrap();
+        sqlx::query(sql::LOCK_LIMITED_KIND)
+            .bind("per_merchant")
+            .execute(&mut *transaction)
+            .await
+            .unwrap();
+        // From the front, then from where that one ended.
+        let after = place.take().filter(|_| call % 2 == 1);
+        let query = sqlx::query(match after {
+            None => sql::CLAIM_KEY_TURNS,
+            Some(_) => sql::CLAIM_KEY_TURNS_AFTER,
+        })
+        .bind("per_merchant")
+        .bind("default")
+        .bind(limit)
+        .bind(None::<i64>)
+        .bind(30.0_f64)
+        .bind(None::<i32>)
+        .bind(None::<f64>)
+        .bind(i64::MAX)
+        .bind(limit);
+        let query = match after {
+            None => query,
+            Some((turn, key, id)) => query.bind(0_i16).bind(turn).bind(key).bind(id),
+        };
+        let rows = query.fetch_all(&mut *transaction).await.unwrap();
+        transaction.commit().await.unwrap();
+        assert_eq!(rows.len() as i64, limit, "claimed what it was asked for");
+        place = rows
+            .iter()
+            .map(|row| (row.get("fair_turn"), row.get("turn_key"), row.get("id")))
+            .max();
+    }
+    for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
+        assert_eq!(
+            plans_made(&mut conn, statement).await,
+            (6, 0),
+            "planned once: its generic plan at every execution, no custom plan"
+        );
+    }
+}

@@ -473,3 +473,65 @@ async fn stats_show_the_keys_whose_rate_window_is_full() {
     assert_eq!(limit.keys_at_limit, 1, "merchant a's window is full");
     assert_eq!(limit.held_back, 4, "merchant a's due jobs wait on it");
 }
+
+/// The ids of the jobs `claim` took, in its order.
+fn ids_of(claim: &LimitedClaim) -> Vec<i64> {
+    claim.jobs.iter().map(|job| job.id).collect()
+}
+
+/// While no key is at its limit, a claim reads the jobs in turn order; one that would take a
+/// key past its limit stops before that key's job, so that no job of a key is passed by a later
+/// one of the same key. While a key is at its limit, the claims walk the keys instead: they
+/// serve the other keys, and that key's first job once it has room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_go_by_turns_until_a_key_is_at_its_limit_and_walk_the_keys_while_one_is() {
+    let db = Db::new().await;
+    // Turns 1, 2 and 3 of each.
+    insert_merchant_jobs(&db, &["a", "a", "a", "b", "b", "b"]).await;
+    let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    let (a, b) = ids.split_at(3);
+    let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
+    let mut conn = db.pool.acquire().await.unwrap();
+    let one_slot = ClaimCount { free: 1, ahead: 0 };
+    let four_slots = ClaimCount { free: 4, ahead: 0 };
+    let end = async |id: i64| {
+        db.execute(&format!("DELETE FROM jobs_queue WHERE id = {id}"))
+            .await;
+    };
+
+    let claim = claim_per_merchant(&mut conn, one_slot, 1, &mut round).await;
+    assert_eq!(ids_of(&claim), [a[0]]);
+    assert_eq!(claim.jobs[0].fair_turn, Some(1), "taken in its turn");
+    assert!(!claim.walked_keys);
+
+    // a is at its limit of 1: the keys are walked, past a.
+    let claim = claim_per_merchant(&mut conn, four_slots, 1, &mut round).await;
+    assert_eq!(ids_of(&claim), [b[0]]);
+    assert!(claim.walked_keys);
+
+    // a has room again, b is at its limit: the walk takes a's next job, its second.
+    end(a[0]).await;
+    let claim = claim_per_merchant(&mut conn, four_slots, 1, &mut round).await;
+    assert_eq!(ids_of(&claim), [a[1]]);
+    assert!(claim.walked_keys);
+
+    // No key at its limit: by turns, from the front, b's second job (turn 2), then a's third
+    // (turn 3); b's third, in turn 3 too, would take b past its limit, and the claim stops
+    // there (the walk after it finds no key with room).
+    end(a[1]).await;
+    end(b[0]).await;
+    let claim = claim_per_merchant(&mut conn, four_slots, 1, &mut round).await;
+    assert_eq!(ids_of(&claim), [b[1], a[2]]);
+    assert_eq!(
+        claim
+            .jobs
+            .iter()
+            .map(|job| job.fair_turn)
+            .collect::<Vec<_>>(),
+        [Some(2), Some(3)]
+    );
+    let ready: Vec<i64> = db
+        .column("SELECT id FROM jobs_queue WHERE state = 'ready'")
+        .await;
+    assert_eq!(ready, [b[2]]);
+}

@@ -22,19 +22,27 @@ macro_rules! queue_not_paused {
     };
 }
 
-/// The id of a due job of kind `$kind` (an SQL expression) and of a higher priority than `$6`
-/// that is ready in queue `$1`, or null when there is none: the first such job in the ready
+/// The id of a due job of kind `$kind` (an SQL expression) and of a higher priority than
+/// `$priority` (an SQL parameter, `$6` unless given) that is ready in queue `$queue` (`$1` unless
+/// given), or null when there is none: the first such job in the ready
 /// index's order. Read in that order, the probe is one descent of the index in every plan,
 /// where an `EXISTS` could be planned without the parameters' values as a walk of the table
 /// that expects to meet such a job soon.
 macro_rules! first_higher_priority_job {
     ($kind:literal) => {
+        first_higher_priority_job!($kind, "$1", "$6")
+    };
+    ($kind:literal, $queue:literal, $priority:literal) => {
         concat!(
             "(SELECT higher.id FROM jobs_queue AS higher
-          WHERE higher.state = 'ready' AND higher.queue = $1 AND higher.kind = ",
+          WHERE higher.state = 'ready' AND higher.queue = ",
+            $queue,
+            " AND higher.kind = ",
             $kind,
             "
-            AND higher.priority > (SELECT $6::smallint) AND higher.run_at <= now()
+            AND higher.priority > (SELECT ",
+            $priority,
+            "::smallint) AND higher.run_at <= now()
           ORDER BY higher.priority DESC, higher.run_at, higher.id
           LIMIT 1)"
         )
@@ -61,7 +69,7 @@ macro_rules! claimed_jobs {
     ($lease:literal, $now:literal) => {
         claimed_jobs!($lease, $now, "")
     };
-    ($lease:literal, $now:literal, $more_returned:literal) => {
+    ($lease:literal, $now:literal, $more_returned:expr) => {
         concat!(
             "
 UPDATE jobs_queue AS j
@@ -103,7 +111,7 @@ macro_rules! claimed_prefix {
     ($free:literal) => {
         claimed_prefix!($free, "priority DESC, run_at, id", "id", "")
     };
-    ($free:literal, $order:literal, $columns:literal, $and_within:literal) => {
+    ($free:literal, $order:expr, $columns:literal, $and_within:literal) => {
         concat!(
             "
 claimable AS (
@@ -414,6 +422,197 @@ macro_rules! turns_of_keys {
     };
 }
 
+/// The key a job takes turns by: its fairness key, or, for a kind with a per-key limit, its
+/// limit key (a kind has one or the other). The turn indexes of migration 23 are built on it.
+macro_rules! turn_key {
+    () => {
+        "coalesce(fair_key, limit_key)"
+    };
+}
+
+/// The order of the turn claims: priority (higher first), then turn, then turn key (byte by
+/// byte, the `C` collation, as [`FairPlace`] compares them), then id, over rows whose turn key
+/// is the column `$key` (the index's expression, or a CTE's column).
+macro_rules! turn_order {
+    ($key:expr) => {
+        concat!("priority DESC, fair_turn, ", $key, " COLLATE \"C\", id")
+    };
+}
+
+/// The first `$limit` (an SQL expression) ready jobs of kind `$kind` in queue `$queue` (SQL
+/// expressions) that hold a turn and are due by `$now`, in turn order ([`turn_order!`]), locked
+/// (`FOR UPDATE SKIP LOCKED`), as rows of `id`, `priority`, `fair_turn`, `turn_key` and `spare`
+/// (whether the job has an attempt to spare): one range of `jobs_queue_ready_fair`, narrowed by
+/// `$where`. Nothing while the queue is paused.
+macro_rules! jobs_in_turn_order {
+    ($queue:literal, $kind:literal, $now:literal, $where:expr, $limit:expr) => {
+        concat!(
+            "
+    SELECT id, priority, fair_turn, ",
+            turn_key!(),
+            " AS turn_key,
+           attempts + 1 < max_attempts AS spare
+    FROM jobs_queue
+    WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            " AND fair_turn IS NOT NULL
+      AND run_at <= ",
+            $now,
+            "
+      AND ",
+            queue_not_paused!($queue),
+            $where,
+            "
+    ORDER BY ",
+            turn_order!(turn_key!()),
+            "
+    LIMIT ",
+            $limit,
+            "
+    FOR UPDATE SKIP LOCKED"
+        )
+    };
+}
+
+/// The condition that narrows a turn claim to the jobs of priority `$priority` after the place
+/// `($turn, $key, $id)` in turn order (SQL parameters), and to nothing at all when a due job of
+/// kind `$kind` of a higher priority is ready in queue `$queue`, so that the caller claims from
+/// the front instead. The scan starts at that place, past the index entries of the jobs claimed
+/// since the last vacuum (see [`CLAIM_JOBS_AFTER`]).
+macro_rules! after_turn_place {
+    ($queue:literal, $kind:literal, $priority:literal, $turn:literal, $key:literal, $id:literal) => {
+        concat!(
+            "
+      AND priority = (SELECT ",
+            $priority,
+            "::smallint)
+      AND (fair_turn, ",
+            turn_key!(),
+            " COLLATE \"C\", id)
+          > ((SELECT ",
+            $turn,
+            "::bigint), (SELECT ",
+            $key,
+            "::text), (SELECT ",
+            $id,
+            "::bigint))
+      AND ",
+            first_higher_priority_job!($kind, $queue, $priority),
+            " IS NULL"
+        )
+    };
+}
+
+/// The CTEs of a turn claim that give turns to up to `$limit` (an SQL expression) jobs of kind
+/// `$kind` ready in queue `$queue` that became due (by `$now`) without one, as a job enqueued now
+/// would take it, ending in `turns_given` (their ids): the turn the claims reached (`reached`,
+/// per priority: the round recorded, or the furthest turn of the CTE `$read`, the jobs this claim
+/// read), then, per key, one more than the greater of that and the key's last turn past it, and
+/// on for the key's other jobs in their claim order. The jobs are found through
+/// `jobs_queue_ready_fair_unturned` (one descent when there are none) and updated through the
+/// primary key; the claims after this one can take them (a statement does not see its own
+/// writes).
+macro_rules! turns_given {
+    ($queue:literal, $kind:literal, $now:literal, $read:literal, $limit:literal) => {
+        concat!(
+            "reached AS (
+    SELECT priority, greatest(rounds.turn, taken.turn) AS turn
+    FROM (SELECT priority, turn FROM jobs_fair_rounds WHERE queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            ") AS rounds
+    FULL JOIN (SELECT priority, max(fair_turn) AS turn FROM ",
+            $read,
+            " GROUP BY priority) AS taken
+      USING (priority)
+), unturned AS (
+    SELECT id, ",
+            turn_key!(),
+            " AS turn_key, priority, run_at FROM jobs_queue
+    WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            " AND ",
+            turn_key!(),
+            " IS NOT NULL
+      AND fair_turn IS NULL AND run_at <= ",
+            $now,
+            "
+    ORDER BY run_at, id
+    LIMIT ",
+            $limit,
+            "
+    FOR UPDATE SKIP LOCKED
+), due_keys AS (
+    SELECT keys.turn_key, keys.priority,
+           greatest(coalesce(reached.turn, 0), last.fair_turn) AS after_turn
+    FROM (SELECT DISTINCT turn_key, priority FROM unturned) AS keys
+    LEFT JOIN reached USING (priority)
+    LEFT JOIN LATERAL (
+        SELECT fair_turn FROM jobs_queue
+        WHERE state = 'ready' AND queue = ",
+            $queue,
+            " AND kind = ",
+            $kind,
+            " AND ",
+            turn_key!(),
+            " = keys.turn_key
+          AND priority = keys.priority AND fair_turn > coalesce(reached.turn, 0)
+        ORDER BY fair_turn DESC
+        LIMIT 1
+    ) AS last ON true
+), due_turns AS (
+    SELECT unturned.id,
+           due_keys.after_turn + row_number() OVER (PARTITION BY unturned.turn_key,
+                                                                unturned.priority
+                                                   ORDER BY unturned.run_at, unturned.id)
+             AS turn
+    FROM unturned
+    JOIN due_keys USING (turn_key, priority)
+), turns_given AS (
+    UPDATE jobs_queue AS j
+    SET fair_turn = given.turn
+    FROM unnest(ARRAY(SELECT id FROM due_turns ORDER BY id),
+                ARRAY(SELECT turn FROM due_turns ORDER BY id)) AS given(id, turn)
+    WHERE j.id = given.id
+    RETURNING j.id
+)"
+        )
+    };
+}
+
+/// The CTE `round_reached` of a turn claim: records, per priority, the furthest turn of the
+/// jobs of `claimed` as the round of kind `$kind` in queue `$queue`, when it is further than the
+/// one recorded. The jobs that come due next take turns after it.
+macro_rules! round_reached {
+    ($queue:literal, $kind:literal) => {
+        concat!(
+            "round_reached AS (
+    INSERT INTO jobs_fair_rounds AS round (queue, kind, priority, turn)
+    SELECT ",
+            $queue,
+            ", ",
+            $kind,
+            ", priority, max(fair_turn) FROM claimed
+    GROUP BY priority
+    ON CONFLICT (queue, kind, priority) DO UPDATE SET turn = excluded.turn
+    WHERE round.turn < excluded.turn
+)"
+        )
+    };
+}
+
+/// What a turn claim's `claimed` CTE returns beyond [`claimed_jobs!`]'s: each job's turn and key.
+macro_rules! turn_returned {
+    () => {
+        ", j.fair_turn, coalesce(j.fair_key, j.limit_key) AS turn_key"
+    };
+}
+
 /// A claim of ready jobs of kind `$2`, which has a fairness key, from queue `$1`, in the fair
 /// claim order, with `$where` narrowing the scan: the parameters and rows of
 /// [`CLAIM_FAIR_JOBS`]. It also gives turns to as many jobs of the kind in the queue that became
@@ -422,80 +621,29 @@ macro_rules! claim_fair_jobs {
     ($where:expr) => {
         concat!(
             "
-WITH candidates AS (
-    SELECT id, priority, fair_turn, fair_key, attempts + 1 < max_attempts AS spare
-    FROM jobs_queue
-    WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_turn IS NOT NULL
-      AND run_at <= now()
-      AND ",
-            queue_not_paused!("$1"),
-            "
-      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
-            $where,
-            "
-    ORDER BY priority DESC, fair_turn, fair_key COLLATE \"C\", id
-    LIMIT (SELECT $3::bigint)
-    FOR UPDATE SKIP LOCKED
-), reached AS (
-    SELECT priority, greatest(rounds.turn, taken.turn) AS turn
-    FROM (SELECT priority, turn FROM jobs_fair_rounds WHERE queue = $1 AND kind = $2) AS rounds
-    FULL JOIN (SELECT priority, max(fair_turn) AS turn FROM candidates GROUP BY priority) AS taken
-      USING (priority)
-), unturned AS (
-    SELECT id, fair_key, priority, run_at FROM jobs_queue
-    WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key IS NOT NULL
-      AND fair_turn IS NULL AND run_at <= now()
-    ORDER BY run_at, id
-    LIMIT (SELECT $3::bigint)
-    FOR UPDATE SKIP LOCKED
-), due_keys AS (
-    SELECT keys.fair_key, keys.priority,
-           greatest(coalesce(reached.turn, 0), last.fair_turn) AS after_turn
-    FROM (SELECT DISTINCT fair_key, priority FROM unturned) AS keys
-    LEFT JOIN reached USING (priority)
-    LEFT JOIN LATERAL (
-        SELECT fair_turn FROM jobs_queue
-        WHERE state = 'ready' AND queue = $1 AND kind = $2 AND fair_key = keys.fair_key
-          AND priority = keys.priority AND fair_turn > coalesce(reached.turn, 0)
-        ORDER BY fair_turn DESC
-        LIMIT 1
-    ) AS last ON true
-), due_turns AS (
-    SELECT unturned.id,
-           due_keys.after_turn + row_number() OVER (PARTITION BY unturned.fair_key,
-                                                                unturned.priority
-                                                   ORDER BY unturned.run_at, unturned.id)
-             AS turn
-    FROM unturned
-    JOIN due_keys USING (fair_key, priority)
-), turns_given AS (
-    UPDATE jobs_queue AS j
-    SET fair_turn = given.turn
-    FROM unnest(ARRAY(SELECT id FROM due_turns ORDER BY id),
-                ARRAY(SELECT turn FROM due_turns ORDER BY id)) AS given(id, turn)
-    WHERE j.id = given.id
-    RETURNING j.id
-),",
-            claimed_prefix!(
-                "$5",
-                "priority DESC, fair_turn, fair_key COLLATE \"C\", id",
-                "id",
-                ""
-            ),
-            ", claimed AS (",
-            claimed_jobs!(
-                "$4::float8",
+WITH candidates AS (",
+            jobs_in_turn_order!(
+                "$1",
+                "$2",
                 "now()",
-                ", j.fair_turn, j.fair_key AS turn_key"
+                concat!(
+                    "
+      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+                    $where
+                ),
+                "(SELECT $3::bigint)"
             ),
             "
-), round_reached AS (
-    INSERT INTO jobs_fair_rounds AS round (queue, kind, priority, turn)
-    SELECT $1, $2, priority, max(fair_turn) FROM claimed
-    GROUP BY priority
-    ON CONFLICT (queue, kind, priority) DO UPDATE SET turn = excluded.turn
-    WHERE round.turn < excluded.turn
-)
+), ",
+            turns_given!("$1", "$2", "now()", "candidates", "(SELECT $3::bigint)"),
+            ",",
+            claimed_prefix!("$5", turn_order!("turn_key"), "id", ""),
+            ", claimed AS (",
+            claimed_jobs!("$4::float8", "now()", turn_returned!()),
+            "
+), ",
+            round_reached!("$1", "$2"),
+            "
 SELECT claimed.*, given.turns_given
 FROM (SELECT count(*) AS turns_given FROM turns_given) AS given
 LEFT JOIN claimed ON true"
@@ -512,16 +660,16 @@ LEFT JOIN claimed ON true"
 /// are null. Of the jobs beyond the first `$5` (the free slots; the rest are claimed ahead of
 /// them), it takes those before the first on its last attempt ([`claimed_prefix!`]).
 ///
-/// Every ready job with a key took its key's next turn when it became due (migration 22, and
-/// this claim for the jobs that became due with time): one more than its key's last turn among
-/// the ready jobs of its queue, kind and priority, and than the turn the kind's claims of that
-/// priority in the queue had reached. So the order is a ring of the keys: the first job of every key, in key
-/// order, then the second. The claim reads it as any claim reads the ready index, one range of
-/// the index `jobs_queue_ready_fair`: the jobs of other kinds, keyed or not, are never read. It
-/// records the highest turn it took of each priority in `jobs_fair_rounds`, after which the jobs
-/// that come due next take theirs. The jobs it gives turns to are found through
-/// `jobs_queue_ready_fair_unturned` (one descent when there are none) and are claimed from the
-/// next claim on: a statement does not see its own writes.
+/// Every ready job with a key took its key's next turn when it became due (migrations 22 and
+/// 23, and the claims for the jobs that became due with time): one more than its key's last
+/// turn among the ready jobs of its queue, kind and priority, and than the turn the kind's
+/// claims of that priority in the queue had reached. So the order is a ring of the keys: the
+/// first job of every key, in key order, then the second. The claim reads it as any claim reads
+/// the ready index, one range of the index `jobs_queue_ready_fair` ([`jobs_in_turn_order!`]):
+/// the jobs of other kinds, keyed or not, are never read. It records the highest turn it took of
+/// each priority in `jobs_fair_rounds`, after which the jobs that come due next take theirs
+/// ([`round_reached!`]), and gives turns to the jobs that became due without one
+/// ([`turns_given!`]).
 ///
 /// Like the other claims, the claim commits without waiting for its WAL to be flushed, and claims
 /// nothing while queue `$1` is paused.
@@ -530,18 +678,9 @@ pub const CLAIM_FAIR_JOBS: &str = claim_fair_jobs!("");
 /// Claims as [`CLAIM_FAIR_JOBS`] does, but only jobs of priority `$6` after the place `($7,
 /// $8, $9)` (turn, key, id) in the fair claim order: where the previous claim of the kind in
 /// this queue ended; and nothing at all when a due job of the kind of a higher priority than
-/// `$6` is ready, so that the caller claims from the front instead. The scan starts at that
-/// place, past the index entries of the jobs claimed since the last vacuum (see
-/// [`CLAIM_JOBS_AFTER`]).
-pub const CLAIM_FAIR_JOBS_AFTER: &str = claim_fair_jobs!(concat!(
-    "
-      AND priority = (SELECT $6::smallint)
-      AND (fair_turn, fair_key COLLATE \"C\", id)
-          > ((SELECT $7::bigint), (SELECT $8::text), (SELECT $9::bigint))
-      AND ",
-    first_higher_priority_job!("$2"),
-    " IS NULL"
-));
+/// `$6` is ready ([`after_turn_place!`]).
+pub const CLAIM_FAIR_JOBS_AFTER: &str =
+    claim_fair_jobs!(after_turn_place!("$1", "$2", "$6", "$7", "$8", "$9"));
 
 /// Takes the advisory lock that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs or on their rate, or a per-key limit (see [`CLAIM_LIMITED_JOBS`]), until the
@@ -708,6 +847,23 @@ macro_rules! kept_key_starts {
     };
 }
 
+/// The CTEs `running_keys` (the running jobs of kind `$1` counted per limit key, through the
+/// index of running jobs, bounded by all workers' slots) and `running_by_key` (the same counts as
+/// one `jsonb` object, in which a key's count is found by a binary search: a lookup in the
+/// counted rows would read them all for every key looked up; building the object costs about a
+/// microsecond per key running, once per claim).
+macro_rules! running_by_key {
+    () => {
+        "running_keys AS (
+    SELECT limit_key AS key, count(*) AS running FROM jobs_queue
+    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
+    GROUP BY limit_key
+), running_by_key AS (
+    SELECT coalesce(jsonb_object_agg(key, running), '{}') AS running FROM running_keys
+)"
+    };
+}
+
 /// How many more jobs of limit key `$key` (an SQL expression) of kind `$1` may start now: `$8`
 /// less its running jobs (from `running_by_key`), and, under a per-key rate limit (`$10` jobs in
 /// `$11` seconds), `$10` less its starts in the window (one probe of the primary key of
@@ -799,13 +955,9 @@ pub const CLAIM_KEY_LIMITED_JOBS: &str = concat!(
     "
 WITH RECURSIVE ",
     limited_room!(),
-    ", running_keys AS (
-    SELECT limit_key AS key, count(*) AS running FROM jobs_queue
-    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
-    GROUP BY limit_key
-), running_by_key AS (
-    SELECT coalesce(jsonb_object_agg(key, running), '{}') AS running FROM running_keys
-), ring AS (
+    ", ",
+    running_by_key!(),
+    ", ring AS (
     SELECT first.key, first.id, first.spare, first.key AS start, 1 AS visited, first.room,
            CASE WHEN first.room > 0 THEN 1 ELSE 0 END AS opened
     FROM (",
@@ -897,6 +1049,110 @@ FROM (SELECT coalesce((SELECT key FROM claimable ORDER BY turn DESC, visited DES
 LEFT JOIN (claimed JOIN claimable USING (id)) ON true
 ORDER BY claimable.turn, claimable.visited"
 );
+
+/// A claim in turn order of kind `$1`, which has a per-key limit, from queue `$2`, with `$where`
+/// narrowing the scan: the parameters and rows of [`CLAIM_KEY_TURNS`].
+macro_rules! claim_key_turns {
+    ($where:expr) => {
+        concat!(
+            "
+WITH ",
+            limited_room!(),
+            ", ",
+            running_by_key!(),
+            ", at_limit AS (
+    SELECT count(*) AS keys FROM running_keys WHERE running >= $8
+), scanned AS (",
+            jobs_in_turn_order!(
+                "$2",
+                "$1",
+                "statement_timestamp()",
+                concat!(
+                    "
+      AND (SELECT keys FROM at_limit) = 0 AND (SELECT jobs FROM room) > 0",
+                    $where
+                ),
+                "(SELECT jobs FROM room)"
+            ),
+            "
+), candidates AS (
+    SELECT id, priority, fair_turn, turn_key, spare FROM (
+        SELECT id, priority, fair_turn, turn_key, spare,
+               bool_and(nth <= room) OVER (ORDER BY ",
+            turn_order!("turn_key"),
+            ") AS before_limit
+        FROM (
+            SELECT scanned.*,
+                   row_number() OVER (PARTITION BY turn_key
+                                      ORDER BY priority DESC, fair_turn, id) AS nth,
+                   $8 - coalesce(((SELECT running FROM running_by_key) ->> turn_key)::bigint, 0)
+                     AS room
+            FROM scanned
+        ) AS of_key
+    ) AS in_order
+    WHERE before_limit
+), ",
+            turns_given!(
+                "$2",
+                "$1",
+                "statement_timestamp()",
+                "scanned",
+                "(SELECT $3::bigint)"
+            ),
+            ",",
+            claimed_prefix!("$9", turn_order!("turn_key"), "id", ""),
+            ", claimed AS (",
+            claimed_jobs!("$5", "statement_timestamp()", turn_returned!()),
+            "
+), ",
+            starts_recorded!(),
+            ", ",
+            round_reached!("$2", "$1"),
+            "
+SELECT claimed.*, given.turns_given, at_limit.keys AS keys_at_limit,
+       (SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates) AS stopped_at_limit
+FROM (SELECT count(*) AS turns_given FROM turns_given) AS given
+CROSS JOIN at_limit
+LEFT JOIN claimed ON true"
+        )
+    };
+}
+
+/// Claims up to `$3` ready jobs of kind `$1`, which has a per-key running limit and no per-key
+/// rate limit, from queue `$2`, in turn order, each leased for `$5` seconds: no more than leave
+/// at most `$8` jobs with the same limit key running across all workers, nor than the kind's own
+/// limits allow (`$4`, `$6`, `$7` as in [`CLAIM_LIMITED_JOBS`]); but nothing at all when a key
+/// is at its limit already, for [`CLAIM_KEY_LIMITED_JOBS`] to walk the keys instead. Run after
+/// [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_FAIR_JOBS`] returns (the
+/// jobs with their turns and keys, in any order, and `turns_given`), and on every row
+/// `keys_at_limit`, how many keys were at their limit (when not 0, the claim read nothing), and
+/// `passed_over`, how many jobs it read and left for their keys' limit. Of the jobs beyond the
+/// first `$9` in turn order (the free slots; the rest are claimed ahead of them), it takes those
+/// before the first on its last attempt ([`claimed_prefix!`]).
+///
+/// The jobs with a limit key take turns by it, as a fair kind's take turns by their fairness key
+/// (migration 23; see [`CLAIM_FAIR_JOBS`]), and the claim reads them the same way: one range of
+/// `jobs_queue_ready_fair`, as many jobs as it may take, and takes them in turn order up to the
+/// first whose key has no room left (its running jobs counted as [`CLAIM_KEY_LIMITED_JOBS`]
+/// counts them, and the jobs of the key taken before it). While no key is at its limit, each key
+/// has room for one job at least, and a key's jobs are met in its claim order: so the keys take
+/// turns, and the claim stops only at a key it brings to its limit itself, whose next job is
+/// then the first the next claim reads. That key is at its limit: the next claims walk the keys,
+/// which serve every key its first jobs, until no key is; the claim after them starts at the
+/// front of the turn order. Walking the keys while one is at its limit passes over that key with
+/// one descent of an index, where a read in turn order would meet one of its jobs in every turn.
+///
+/// The claim records the round it reached and gives turns to the jobs that became due without one,
+/// as [`CLAIM_FAIR_JOBS`] does. Like every limited claim, it waits for its commit to be flushed
+/// (its running jobs must count after a crash).
+pub const CLAIM_KEY_TURNS: &str = claim_key_turns!("");
+
+/// Claims as [`CLAIM_KEY_TURNS`] does, but only jobs of priority `$10` after the place `($11,
+/// $12, $13)` (turn, key, id) in turn order: where the previous claim of the kind in this queue
+/// ended; and nothing at all when a due job of the kind of a higher priority than `$10` is ready
+/// ([`after_turn_place!`]).
+pub const CLAIM_KEY_TURNS_AFTER: &str =
+    claim_key_turns!(after_turn_place!("$2", "$1", "$10", "$11", "$12", "$13"));
 
 /// Whether a due job of kind `$1` with a limit key is ready in queue `$2`: after a claim of a
 /// kind with a per-key limit that took nothing, whether the jobs without a key may be claimed
@@ -1150,6 +1406,12 @@ pub struct LimitedClaim {
     /// Jobs that ended but whose outcomes are not yet written count against a running limit
     /// until they are.
     pub held_back: bool,
+    /// Whether the claim walked the limit keys ([`claim_key_limited`]: under a per-key rate
+    /// limit, while a key was at its running limit, or for what was still wanted once a claim in
+    /// turn order brought one to its limit): the jobs it took that way have no place in turn
+    /// order, and the next claim in turn order starts at the front, where jobs left behind come
+    /// first. `false` for every other claim.
+    pub walked_keys: bool,
 }
 
 /// Claims up to `limit` ready jobs of `kind` from `queues`, each leased for `lease`, but no more
@@ -1190,6 +1452,7 @@ pub async fn claim_limited(
         jobs,
         rate_room_in,
         held_back,
+        walked_keys: false,
     })
 }
 
@@ -1217,11 +1480,7 @@ pub async fn claim_fair(
     if gave_turns && jobs.len() < limit {
         // The jobs just given turns come after every job the claim read: another claim from
         // where it ended takes them.
-        let free = count.free.saturating_sub(jobs.len());
-        let rest = ClaimCount {
-            free,
-            ahead: limit - jobs.len() - free,
-        };
+        let rest = count.after_taking(jobs.len());
         let from = jobs
             .last()
             .and_then(ClaimedJob::fair_place)
@@ -1329,13 +1588,19 @@ pub struct ClaimLimits {
 
 /// Claims up to `count.free` ready jobs of `kind`, which has a per-key limit, from `queue`, and
 /// up to `count.ahead` more, each leased for `lease`, within `limits` (the jobs claimed ahead
-/// count against them from their claim: they are running): round-robin across the limit keys
-/// with room, going on after `round`'s cursor (the key of the last job the previous claim
-/// took), which it moves to the key of the last job this claim takes. The jobs claimed ahead
-/// stop before the first job on its last attempt in the claim's turn order. Returns the jobs in
-/// that order, the first `count.free` to start now. One transaction: the kind's advisory lock,
-/// the claim, and, when the claim left free slots empty, whether due jobs remain (held back)
-/// and, if so, when the kind's rate limit lets the next job start.
+/// count against them from their claim: they are running), the keys taking turns. The jobs
+/// claimed ahead stop before the first job on its last attempt in the claim's turn order.
+/// Returns the jobs in that order, the first `count.free` to start now. One transaction: the
+/// kind's advisory lock, the claim, and, when the claim left free slots empty, whether due jobs
+/// remain (held back) and, if so, when the kind's rate limit lets the next job start.
+///
+/// Without a per-key rate limit, and while no key is at its running limit, the claim reads the
+/// jobs in turn order ([`CLAIM_KEY_TURNS`]), after `round`'s
+/// [`turn_place`](KeyRound::turn_place) or from the front. Otherwise, and for what is still
+/// wanted when that claim brought a key to its limit, it walks the limit keys with room
+/// ([`CLAIM_KEY_LIMITED_JOBS`]), going on after `round`'s cursor (the key of the last job the
+/// previous walk took), which it moves to the key of the last job this walk takes; the claim
+/// then says so ([`LimitedClaim::walked_keys`]).
 ///
 /// Jobs of the kind without a limit key (enqueued before the kind declared one, or by a version
 /// of the application that did not declare it) are claimed for the free slots, within the
@@ -1351,98 +1616,63 @@ pub async fn claim_key_limited(
     lease: Duration,
     round: &mut KeyRound,
 ) -> Result<LimitedClaim, sqlx::Error> {
+    let claim = KeyClaim {
+        kind,
+        queue,
+        limits,
+        lease,
+    };
     let limit = count.free.saturating_add(count.ahead);
-    let queues = [queue.to_owned()];
     let mut transaction = connection.begin().await?;
     sqlx::query(LOCK_LIMITED_KIND)
         .bind(kind)
         .execute(&mut *transaction)
         .await?;
-    let rate_jobs = limits
-        .rate_limit
-        .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX));
-    let rate_window = limits.rate_limit.map(|rate| rate.per().as_secs_f64());
     let mut jobs: Vec<ClaimedJob> = Vec::new();
-    // Rounds until the free slots are filled (one at least: a claim with no free slot takes jobs
-    // ahead alone) or a round takes nothing: a round whose keys could not use their whole share
-    // leaves room for the next. Each round counts this transaction's own claims, so the limits
-    // hold across rounds. Jobs ahead that a round did not find (its keys could not use their
-    // share, or it stopped at a job on its last attempt) are not looked for again.
-    loop {
-        let free = count.free - jobs.len();
-        let rows = sqlx::query(CLAIM_KEY_LIMITED_JOBS)
-            .bind(kind)
-            .bind(queue)
-            .bind(i64::try_from(limit - jobs.len()).unwrap_or(i64::MAX))
-            .bind(limits.max_running.map(i64::from))
-            .bind(lease.as_secs_f64())
-            .bind(rate_jobs)
-            .bind(rate_window)
-            .bind(limits.max_running_per_key.map_or(i64::MAX, i64::from))
-            .bind(round.cursor.as_deref())
-            .bind(
-                limits
-                    .rate_limit_per_key
-                    .map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX)),
-            )
-            .bind(
-                limits
-                    .rate_limit_per_key
-                    .map(|rate| rate.per().as_secs_f64()),
-            )
-            .bind(i64::try_from(free).unwrap_or(i64::MAX))
-            .fetch_all(&mut *transaction)
+    let mut walk = true;
+    if limits.rate_limit_per_key.is_none() {
+        let by_turns = claim
+            .by_turns(&mut transaction, count, round.turn_place.as_ref())
             .await?;
-        let before = jobs.len();
-        for row in &rows {
-            // The one row of a claim that took nothing has no job.
-            if row.try_get::<Option<JobId>, _>("id")?.is_some() {
-                jobs.push(ClaimedJob::from_row(row)?);
+        if by_turns.keys_at_limit == 0 {
+            jobs = by_turns.jobs;
+            let mut at_limit = by_turns.stopped_at_limit;
+            if !at_limit && by_turns.turns_given && jobs.len() < limit {
+                // The jobs just given turns come after every job the claim read: another claim
+                // from where it ended takes them.
+                let from = jobs
+                    .last()
+                    .and_then(ClaimedJob::fair_place)
+                    .or_else(|| round.turn_place.clone());
+                let more = claim
+                    .by_turns(
+                        &mut transaction,
+                        count.after_taking(jobs.len()),
+                        from.as_ref(),
+                    )
+                    .await?;
+                at_limit = more.keys_at_limit > 0 || more.stopped_at_limit;
+                jobs.extend(more.jobs);
             }
-        }
-        // A round that took nothing for no free slot may have stopped before a job on its last
-        // attempt, of a key with room: the round stays where it was, for a claim with free
-        // slots to take it in its turn. (With free slots, a round that took nothing found no
-        // key with room and a job, and the next one goes on past the keys it visited.)
-        if let Some(row) = rows.first().filter(|_| jobs.len() > before || free > 0) {
-            round.cursor = row.try_get("key_cursor")?;
-        }
-        if jobs.len() == before || jobs.len() >= count.free {
-            break;
+            // A key the claims brought to its limit stopped them: the keys are walked for the
+            // free slots still empty.
+            walk = at_limit && jobs.len() < count.free;
         }
     }
+    if walk {
+        claim
+            .walking_keys(&mut transaction, count, round, &mut jobs)
+            .await?;
+    }
     if jobs.len() < count.free {
-        let look_for_unkeyed = if round.unkeyed_look_due() {
-            true
-        } else if jobs.is_empty() {
-            let keyed_due: bool = sqlx::query_scalar(KEYED_JOBS_DUE)
-                .bind(kind)
-                .bind(queue)
-                .fetch_one(&mut *transaction)
-                .await?;
-            !keyed_due
-        } else {
-            false
-        };
-        if look_for_unkeyed {
-            round.unkeyed_looked();
-            let unkeyed: Vec<ClaimedJob> = sqlx::query_as(CLAIM_UNKEYED_LIMITED_JOBS)
-                .bind(kind)
-                .bind(&queues[..])
-                .bind(i64::try_from(count.free - jobs.len()).unwrap_or(i64::MAX))
-                .bind(limits.max_running.map(i64::from))
-                .bind(lease.as_secs_f64())
-                .bind(rate_jobs)
-                .bind(rate_window)
-                .fetch_all(&mut *transaction)
-                .await?;
-            jobs.extend(unkeyed);
-        }
+        claim
+            .unkeyed(&mut transaction, count, round, &mut jobs)
+            .await?;
     }
     let (held_back, rate_room_in) = held_back(
         &mut transaction,
         kind,
-        &queues,
+        &[queue.to_owned()],
         count.free,
         &jobs,
         limits.rate_limit,
@@ -1453,15 +1683,221 @@ pub async fn claim_key_limited(
         jobs,
         rate_room_in,
         held_back,
+        walked_keys: walk,
     })
 }
 
-/// Where a producer of a kind with a per-key limit stands between claims:
-/// the key its last round ended at, and when it last looked for the kind's jobs without a key.
+impl ClaimCount {
+    /// What is still wanted once `taken` jobs were claimed: the free slots first.
+    fn after_taking(self, taken: usize) -> ClaimCount {
+        let free = self.free.saturating_sub(taken);
+        let limit = self.free.saturating_add(self.ahead);
+        ClaimCount {
+            free,
+            ahead: limit.saturating_sub(taken).saturating_sub(free),
+        }
+    }
+}
+
+/// A claim of a kind with a per-key limit, as [`claim_key_limited`] makes it.
+struct KeyClaim<'a> {
+    /// The kind.
+    kind: &'a str,
+    /// The queue.
+    queue: &'a str,
+    /// Its limits.
+    limits: ClaimLimits,
+    /// Its lease.
+    lease: Duration,
+}
+
+/// What one claim in turn order of a kind with a per-key limit took ([`CLAIM_KEY_TURNS`]).
+struct KeyTurns {
+    /// The jobs, in turn order.
+    jobs: Vec<ClaimedJob>,
+    /// Whether it gave turns to jobs that became due without one.
+    turns_given: bool,
+    /// How many keys were at their running limit: when not 0, it read nothing.
+    keys_at_limit: i64,
+    /// Whether it stopped at a job its key's limit left no room for.
+    stopped_at_limit: bool,
+}
+
+impl KeyClaim<'_> {
+    /// The kind's rate limit, as the claims bind it: jobs, and the window's seconds.
+    fn rate(&self) -> (Option<i32>, Option<f64>) {
+        let rate = self.limits.rate_limit;
+        (
+            rate.map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX)),
+            rate.map(|rate| rate.per().as_secs_f64()),
+        )
+    }
+
+    /// Most jobs of a key running at once, as the claims bind it (no limit: the most there is).
+    fn per_key(&self) -> i64 {
+        self.limits.max_running_per_key.map_or(i64::MAX, i64::from)
+    }
+
+    /// One claim in turn order, from the front or `after` a place ([`CLAIM_KEY_TURNS`],
+    /// [`CLAIM_KEY_TURNS_AFTER`]).
+    async fn by_turns(
+        &self,
+        transaction: &mut PgConnection,
+        count: ClaimCount,
+        after: Option<&FairPlace>,
+    ) -> Result<KeyTurns, sqlx::Error> {
+        let limit = count.free.saturating_add(count.ahead);
+        let (rate_jobs, rate_window) = self.rate();
+        let query = sqlx::query(match after {
+            None => CLAIM_KEY_TURNS,
+            Some(_) => CLAIM_KEY_TURNS_AFTER,
+        })
+        .bind(self.kind)
+        .bind(self.queue)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(self.limits.max_running.map(i64::from))
+        .bind(self.lease.as_secs_f64())
+        .bind(rate_jobs)
+        .bind(rate_window)
+        .bind(self.per_key())
+        .bind(i64::try_from(count.free).unwrap_or(i64::MAX));
+        let query = match after {
+            None => query,
+            Some(place) => query
+                .bind(place.priority)
+                .bind(place.turn)
+                .bind(place.key.as_str())
+                .bind(place.id),
+        };
+        let rows = query.fetch_all(&mut *transaction).await?;
+        let mut claimed = KeyTurns {
+            jobs: Vec::with_capacity(rows.len()),
+            turns_given: false,
+            keys_at_limit: 0,
+            stopped_at_limit: false,
+        };
+        for row in &rows {
+            claimed.turns_given = row.try_get::<i64, _>("turns_given")? > 0;
+            claimed.keys_at_limit = row.try_get("keys_at_limit")?;
+            claimed.stopped_at_limit = row.try_get("stopped_at_limit")?;
+            // The one row of a claim that took nothing has no job.
+            if row.try_get::<Option<JobId>, _>("id")?.is_some() {
+                claimed.jobs.push(ClaimedJob::from_row(row)?);
+            }
+        }
+        // An UPDATE returns its rows in the order it reached them, not the claim's.
+        claimed.jobs.sort_unstable_by_key(ClaimedJob::fair_place);
+        Ok(claimed)
+    }
+
+    /// Claims walking the limit keys with room ([`CLAIM_KEY_LIMITED_JOBS`]), after `jobs` were
+    /// claimed, for the rest of `count`, onto `jobs`: rounds until the free slots are filled (one
+    /// at least: a claim with no free slot takes jobs ahead alone) or a round takes nothing. A
+    /// round whose keys could not use their whole share leaves room for the next. Each round
+    /// counts this transaction's own claims, so the limits hold across rounds. Jobs ahead that
+    /// a round did not find (its keys could not use their share, or it stopped at a job on its
+    /// last attempt) are not looked for again.
+    async fn walking_keys(
+        &self,
+        transaction: &mut PgConnection,
+        count: ClaimCount,
+        round: &mut KeyRound,
+        jobs: &mut Vec<ClaimedJob>,
+    ) -> Result<(), sqlx::Error> {
+        let limit = count.free.saturating_add(count.ahead);
+        let (rate_jobs, rate_window) = self.rate();
+        let key_rate = self.limits.rate_limit_per_key;
+        loop {
+            let free = count.free.saturating_sub(jobs.len());
+            let rows = sqlx::query(CLAIM_KEY_LIMITED_JOBS)
+                .bind(self.kind)
+                .bind(self.queue)
+                .bind(i64::try_from(limit.saturating_sub(jobs.len())).unwrap_or(i64::MAX))
+                .bind(self.limits.max_running.map(i64::from))
+                .bind(self.lease.as_secs_f64())
+                .bind(rate_jobs)
+                .bind(rate_window)
+                .bind(self.per_key())
+                .bind(round.cursor.as_deref())
+                .bind(key_rate.map(|rate| i32::try_from(rate.jobs()).unwrap_or(i32::MAX)))
+                .bind(key_rate.map(|rate| rate.per().as_secs_f64()))
+                .bind(i64::try_from(free).unwrap_or(i64::MAX))
+                .fetch_all(&mut *transaction)
+                .await?;
+            let before = jobs.len();
+            for row in &rows {
+                // The one row of a claim that took nothing has no job.
+                if row.try_get::<Option<JobId>, _>("id")?.is_some() {
+                    jobs.push(ClaimedJob::from_row(row)?);
+                }
+            }
+            // A round that took nothing for no free slot may have stopped before a job on its
+            // last attempt, of a key with room: the round stays where it was, for a claim with
+            // free slots to take it in its turn. (With free slots, a round that took nothing
+            // found no key with room and a job, and the next one goes on past the keys it
+            // visited.)
+            if let Some(row) = rows.first().filter(|_| jobs.len() > before || free > 0) {
+                round.cursor = row.try_get("key_cursor")?;
+            }
+            if jobs.len() == before || jobs.len() >= count.free {
+                return Ok(());
+            }
+        }
+    }
+
+    /// After a claim that left free slots of `count` empty, with `jobs`: claims the kind's jobs
+    /// without a limit key for them, within the kind's own limits, when the claim took nothing
+    /// and no job with a key is due, or when `round` is due a look for them (see
+    /// [`claim_key_limited`]).
+    async fn unkeyed(
+        &self,
+        transaction: &mut PgConnection,
+        count: ClaimCount,
+        round: &mut KeyRound,
+        jobs: &mut Vec<ClaimedJob>,
+    ) -> Result<(), sqlx::Error> {
+        let look_for_unkeyed = if round.unkeyed_look_due() {
+            true
+        } else if jobs.is_empty() {
+            let keyed_due: bool = sqlx::query_scalar(KEYED_JOBS_DUE)
+                .bind(self.kind)
+                .bind(self.queue)
+                .fetch_one(&mut *transaction)
+                .await?;
+            !keyed_due
+        } else {
+            false
+        };
+        if !look_for_unkeyed {
+            return Ok(());
+        }
+        round.unkeyed_looked();
+        let (rate_jobs, rate_window) = self.rate();
+        let unkeyed: Vec<ClaimedJob> = sqlx::query_as(CLAIM_UNKEYED_LIMITED_JOBS)
+            .bind(self.kind)
+            .bind([self.queue])
+            .bind(i64::try_from(count.free.saturating_sub(jobs.len())).unwrap_or(i64::MAX))
+            .bind(self.limits.max_running.map(i64::from))
+            .bind(self.lease.as_secs_f64())
+            .bind(rate_jobs)
+            .bind(rate_window)
+            .fetch_all(&mut *transaction)
+            .await?;
+        jobs.extend(unkeyed);
+        Ok(())
+    }
+}
+
+/// Where a producer of a kind with a per-key limit stands between claims: where its claims in
+/// turn order go on, the key its last walk of the keys ended at, and when it last looked for the
+/// kind's jobs without a key.
 #[derive(Debug)]
 pub struct KeyRound {
-    /// The key the next round goes on after: that of the last job the last round took, or,
-    /// after a hand-back, of the last job that started.
+    /// The place in turn order the next claim in turn order goes on after (`None`: from the
+    /// front), set by the producer before each claim.
+    pub turn_place: Option<FairPlace>,
+    /// The key the next walk of the keys goes on after: that of the last job the last walk took,
+    /// or, after a hand-back, of the last job that started.
     pub cursor: Option<String>,
     /// How often a claim that came back short looks for jobs without a key, at most.
     unkeyed_every: Duration,
@@ -1474,6 +1910,7 @@ impl KeyRound {
     /// when its claims come back short (and whenever no job with a key is due).
     pub fn new(unkeyed_every: Duration) -> Self {
         Self {
+            turn_place: None,
             cursor: None,
             unkeyed_every,
             unkeyed_looked_at: Instant::now(),

@@ -111,10 +111,22 @@ impl Claim {
         }
     }
 
+    /// Whether its claims read jobs in turn order, from a place in it: a fair kind's, and a
+    /// kind's with a per-key running limit and no per-key rate limit (whose claims walk the keys
+    /// while a key is at its limit, and then start at the front again).
+    fn takes_turns(&self) -> bool {
+        match self {
+            Claim::Fair { .. } => true,
+            Claim::KeyLimited { limits, .. } => limits.rate_limit_per_key.is_none(),
+            Claim::Queue { .. } | Claim::Limited { .. } => false,
+        }
+    }
+
     /// Claims up to `count` jobs (only a kind-wide limited kind's claims take as many in all,
     /// none ahead of the free slots), from the front of the claim order or `from` a place in it
-    /// (a queue's or a fair kind's; a limited kind's claims always start at the front); the
-    /// claims of a kind with a per-key limit go on after the key `round` ended at, and move it.
+    /// (a queue's, or one in turn order: see [`Claim::takes_turns`]; a kind-wide limited kind's
+    /// claims always start at the front); the claims of a kind with a per-key limit that walk
+    /// the keys go on after the key `round` ended at, and move it.
     /// Claims run on the connection `held`, taken from the pool when there is none, and dropped
     /// on an error (see [`HeldConnection`]). Returns, with the claim, when its statement was
     /// sent: the leases it took cannot have begun before then.
@@ -141,6 +153,7 @@ impl Claim {
                         jobs,
                         rate_room_in: None,
                         held_back: false,
+                        walked_keys: false,
                     })
             }
             Claim::KeyLimited {
@@ -149,6 +162,10 @@ impl Claim {
                 limits,
                 lease,
             } => {
+                round.turn_place = match from {
+                    Some(Place::Fair(place)) => Some(place.clone()),
+                    _ => None,
+                };
                 store::claim_key_limited(connection, kind, queue, count, *limits, *lease, round)
                     .await
             }
@@ -167,6 +184,7 @@ impl Claim {
                         jobs,
                         rate_room_in: None,
                         held_back: false,
+                        walked_keys: false,
                     })
             }
             Claim::Limited {
@@ -224,24 +242,26 @@ fn front_claim_interval(took: Duration) -> Duration {
     (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL)
 }
 
-/// A place in a producer's claim order: a queue's, or a fair kind's.
+/// A place in a producer's claim order: a queue's, or one in turn order (a fair kind's, or a
+/// per-key limited kind's).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Place {
     /// In the order of a queue's claims ([`ClaimPlace`]).
     Queue(ClaimPlace),
-    /// In the order of a fair kind's claims ([`FairPlace`]).
+    /// In turn order ([`FairPlace`]).
     Fair(FairPlace),
 }
 
 impl Place {
-    /// The place of `job`, claimed by a producer that claims as `claim` does: `None` for a job a
-    /// fair kind's claim took oldest first (one without a key), which has no place in its
-    /// order, nor a limited kind's, whose claims start at the front.
+    /// The place of `job`, claimed by a producer that claims as `claim` does: `None` for a job
+    /// taken other than in turn order by a producer whose claims take turns (one without a key,
+    /// or one a walk of the limit keys took), which has no place in that order, and for a
+    /// kind-wide limited kind's, whose claims start at the front.
     fn of(job: &ClaimedJob, claim: &Claim) -> Option<Place> {
         match claim {
             Claim::Queue { .. } => Some(Place::Queue(job.place())),
-            Claim::Fair { .. } => job.fair_place().map(Place::Fair),
-            Claim::KeyLimited { .. } | Claim::Limited { .. } => None,
+            Claim::Fair { .. } | Claim::KeyLimited { .. } => job.fair_place().map(Place::Fair),
+            Claim::Limited { .. } => None,
         }
     }
 }
@@ -249,10 +269,11 @@ impl Place {
 /// Where a producer's claims ended, so that the next claim can start there rather than at the
 /// front of the ready index, past the entries of every job claimed since the last vacuum.
 struct ClaimPosition {
-    /// Whether claims can start from a place (a limited kind's cannot).
+    /// Whether claims can start from a place (a kind-wide limited kind's cannot, nor a per-key
+    /// limited kind's under a per-key rate limit, whose claims always walk the keys).
     resumable: bool,
     /// Whether claims start at the first place the last claim took rather than the furthest
-    /// (a fair kind's; see [`ClaimPosition::resume_point`]).
+    /// (those in turn order; see [`ClaimPosition::resume_point`]).
     rescans_last_claim: bool,
     /// The furthest place claimed so far.
     last: Option<Place>,
@@ -267,8 +288,8 @@ impl ClaimPosition {
     /// The position of a producer that claims as `claim` does, before its first claim.
     fn new(claim: &Claim) -> Self {
         Self {
-            resumable: matches!(claim, Claim::Queue { .. } | Claim::Fair { .. }),
-            rescans_last_claim: matches!(claim, Claim::Fair { .. }),
+            resumable: matches!(claim, Claim::Queue { .. }) || claim.takes_turns(),
+            rescans_last_claim: claim.takes_turns(),
             last: None,
             last_claim_first: None,
             front_due_at: Instant::now() + FRONT_CLAIM_EVERY,
@@ -277,7 +298,7 @@ impl ClaimPosition {
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
     ///
-    /// A fair kind's claims start after the first place the last claim took instead: a job
+    /// Claims in turn order start after the first place the last claim took instead: a job
     /// enqueued while that claim ran took its turn after the turns claimed before it, which that
     /// claim may have passed; the next claim reads the last one's range again (its jobs'
     /// index entries, and any such job), and goes on.
@@ -422,9 +443,17 @@ pub async fn produce(
                 handed,
             } = meanwhile;
             match claimed {
-                Ok((LimitedClaim { jobs, .. }, sent_at)) => {
+                Ok((
+                    LimitedClaim {
+                        jobs, walked_keys, ..
+                    },
+                    sent_at,
+                )) => {
                     let claimed_at = Instant::now();
                     position.claimed(&plan.claim, &jobs, from.is_none(), claimed_at - sent_at);
+                    if walked_keys {
+                        position.rewind();
+                    }
                     ahead = if jobs.len() < count.ahead {
                         // The jobs ahead ran out, or stopped at a job on its last attempt: the
                         // next claims are made for free slots, until the pace is known again.
@@ -565,6 +594,7 @@ pub async fn produce(
                         jobs,
                         rate_room_in: room_in,
                         held_back: jobs_held_back,
+                        walked_keys,
                     },
                     sent_at,
                 )) => {
@@ -574,6 +604,9 @@ pub async fn produce(
                     held_back = jobs_held_back;
                     claimed += jobs.len();
                     position.claimed(&plan.claim, &jobs, from.is_none(), claimed_at - sent_at);
+                    if walked_keys {
+                        position.rewind();
+                    }
                     starter.take_in(jobs, sent_at, claimed_at, &mut permits, &mut read_ahead);
                 }
                 Err(error) => {
