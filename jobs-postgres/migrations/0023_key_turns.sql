@@ -4,7 +4,11 @@
 -- the keys one by one. A kind has a fairness key or a limit key, never both: a job's turn key is
 -- whichever it has, `coalesce(fair_key, limit_key)`, and the turn indexes are built on it.
 
-CREATE OR REPLACE FUNCTION jobs_queue_fair_turn() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The function's statements use their generic plans: the one-off plan of the key's last turn,
+-- made from statistics that have not seen the kind's keys yet (a first large insert), can read
+-- the kind's whole ready range for each row instead of one descent of the key's index.
+CREATE OR REPLACE FUNCTION jobs_queue_fair_turn() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     round_setting text := 'jobs_fair.round_'
         || md5(format('%s %s %s %s', length(NEW.queue), NEW.queue, NEW.kind, NEW.priority));
@@ -51,24 +55,11 @@ CREATE TRIGGER jobs_queue_fair_turn_again BEFORE UPDATE OF state ON jobs_queue
                        AND OLD.state <> 'ready')
     EXECUTE FUNCTION jobs_queue_fair_turn();
 
--- The ready jobs with a turn key in claim order: priority (higher first), turn, key (byte by
--- byte), id, then `run_at`, as migration 22 built them on the fairness key.
+-- The turn indexes are built again on the turn key. They are dropped first, so that the turns
+-- of the jobs already enqueued with a limit key (below) are written without maintaining them.
 DROP INDEX jobs_queue_ready_fair;
-CREATE INDEX jobs_queue_ready_fair
-    ON jobs_queue (queue, kind, priority DESC, fair_turn,
-                   (coalesce(fair_key, limit_key)) COLLATE "C", id, run_at)
-    WHERE state = 'ready' AND fair_turn IS NOT NULL;
-
--- A key's last turn at a priority: one descent.
 DROP INDEX jobs_queue_ready_fair_key;
-CREATE INDEX jobs_queue_ready_fair_key
-    ON jobs_queue (queue, kind, (coalesce(fair_key, limit_key)), priority, fair_turn)
-    WHERE state = 'ready' AND fair_turn IS NOT NULL;
-
--- The ready jobs with a turn key and no turn, by when they are due.
 DROP INDEX jobs_queue_ready_fair_unturned;
-CREATE INDEX jobs_queue_ready_fair_unturned ON jobs_queue (queue, kind, run_at, id)
-    WHERE state = 'ready' AND coalesce(fair_key, limit_key) IS NOT NULL AND fair_turn IS NULL;
 
 -- The ready jobs already enqueued with a limit key and due take turns in their key's claim
 -- order (no claim of their kinds has recorded a round yet); those not due yet take theirs when
@@ -82,3 +73,19 @@ FROM (
     WHERE state = 'ready' AND limit_key IS NOT NULL AND fair_key IS NULL AND run_at <= now()
 ) AS numbered
 WHERE j.id = numbered.id;
+
+-- The ready jobs with a turn key in claim order: priority (higher first), turn, key (byte by
+-- byte), id, then `run_at`, as migration 22 built them on the fairness key.
+CREATE INDEX jobs_queue_ready_fair
+    ON jobs_queue (queue, kind, priority DESC, fair_turn,
+                   (coalesce(fair_key, limit_key)) COLLATE "C", id, run_at)
+    WHERE state = 'ready' AND fair_turn IS NOT NULL;
+
+-- A key's last turn at a priority: one descent.
+CREATE INDEX jobs_queue_ready_fair_key
+    ON jobs_queue (queue, kind, (coalesce(fair_key, limit_key)), priority, fair_turn)
+    WHERE state = 'ready' AND fair_turn IS NOT NULL;
+
+-- The ready jobs with a turn key and no turn, by when they are due.
+CREATE INDEX jobs_queue_ready_fair_unturned ON jobs_queue (queue, kind, run_at, id)
+    WHERE state = 'ready' AND coalesce(fair_key, limit_key) IS NOT NULL AND fair_turn IS NULL;

@@ -261,6 +261,19 @@ async fn insert_merchant_jobs(db: &Db, keys: &[&str]) {
         .await;
 }
 
+/// Puts merchant `key` at a limit of `running`: that many of its jobs running, none ready. While
+/// a key is at its limit, the claims walk the keys.
+async fn put_key_at_limit(db: &Db, key: &str, running: u32) {
+    db.execute(&format!(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, state, attempts, attempted_at,
+                                 lease_token, lease_expires_at, limit_key)
+         SELECT 'per_merchant', 'default', '{{}}', 8, 'running', 1, now(), gen_random_uuid(),
+                now() + interval '1 hour', '{key}'
+         FROM generate_series(1, {running})"
+    ))
+    .await;
+}
+
 /// Claims `count` `per_merchant` jobs of queue `default` through [`claim_key_limited`], at most
 /// `per_key` running per merchant, going on from `round`.
 async fn claim_per_merchant(
@@ -284,9 +297,11 @@ async fn claim_per_merchant(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
     let db = Db::new().await;
-    // Merchant a has a backlog; b and c one job each. Under a limit of 5 per merchant, a claim
-    // of 8 shares 3 per key in its first round (a 3, b 1, c 1): a's 2 more come in a second.
+    // Merchant a has a backlog; b and c one job each; z is at its limit, so the claim walks the
+    // keys. Under a limit of 5 per merchant, a claim of 8 shares 3 per key in its first round (a
+    // 3, b 1, c 1): a's 2 more come in a second.
     insert_merchant_jobs(&db, &["a", "a", "a", "a", "a", "a", "a", "a", "b", "c"]).await;
+    put_key_at_limit(&db, "z", 5).await;
     let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
     let mut conn = db.pool.acquire().await.unwrap();
     let count = ClaimCount { free: 8, ahead: 0 };
@@ -303,9 +318,11 @@ async fn a_claim_goes_round_again_when_keys_could_not_use_their_share() {
         vec![
             ("a".to_string(), 5),
             ("b".to_string(), 1),
-            ("c".to_string(), 1)
+            ("c".to_string(), 1),
+            ("z".to_string(), 5)
         ]
     );
+    assert!(claim.walked_keys);
     assert!(claim.held_back, "a's other jobs wait on its limit");
 }
 
@@ -343,6 +360,8 @@ async fn a_claim_ahead_that_took_nothing_leaves_the_keys_their_turns() {
     insert_merchant_jobs(&db, &keys).await;
     insert_merchant_jobs(&db, &keys).await;
     let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    // z at its limit: the claims walk the keys.
+    put_key_at_limit(&db, "z", 2).await;
     db.put_on_last_attempt(ids[0]).await;
     let mut round = KeyRound::new(std::time::Duration::from_secs(3600));
     let mut conn = db.pool.acquire().await.unwrap();
@@ -365,6 +384,7 @@ async fn a_claim_ahead_that_took_nothing_leaves_the_keys_their_turns() {
         "a's and b's turns come first"
     );
     assert_eq!(claim.jobs[0].id, ids[0]);
+    assert!(claim.walked_keys);
 }
 
 /// The most jobs of one limit key started in any window of `window_ms`, from the rows' start
@@ -515,12 +535,15 @@ async fn claims_go_by_turns_until_a_key_is_at_its_limit_and_walk_the_keys_while_
     assert_eq!(ids_of(&claim), [a[1]]);
     assert!(claim.walked_keys);
 
-    // No key at its limit: by turns, from the front, b's second job (turn 2), then a's third
-    // (turn 3); b's third, in turn 3 too, would take b past its limit, and the claim stops
-    // there (the walk after it finds no key with room).
+    // No key at its limit. A producer whose last claim found one walks the keys once more; one
+    // that has not (another worker's) goes by turns, from the front: b's second job (turn 2),
+    // then a's third (turn 3); b's third, in turn 3 too, would take b past its limit, and the
+    // claim stops there (the walk after it finds no key with room).
     end(a[1]).await;
     end(b[0]).await;
-    let claim = claim_per_merchant(&mut conn, four_slots, 1, &mut round).await;
+    assert!(round.walks_keys());
+    let mut other_round = KeyRound::new(std::time::Duration::from_secs(3600));
+    let claim = claim_per_merchant(&mut conn, four_slots, 1, &mut other_round).await;
     assert_eq!(ids_of(&claim), [b[1], a[2]]);
     assert_eq!(
         claim

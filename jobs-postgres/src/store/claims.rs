@@ -1043,7 +1043,8 @@ WITH RECURSIVE ",
           AND rate.key NOT IN (SELECT key FROM claimable)
         LIMIT 16 + (SELECT count(*) FROM taken)))
 )
-SELECT claimed.*, claimable.key AS turn_key, round_end.key AS key_cursor
+SELECT claimed.*, claimable.key AS turn_key, round_end.key AS key_cursor,
+       (SELECT count(*) FROM running_keys WHERE running >= $8) AS keys_at_limit
 FROM (SELECT coalesce((SELECT key FROM claimable ORDER BY turn DESC, visited DESC LIMIT 1),
                       (SELECT key FROM ring ORDER BY visited DESC LIMIT 1)) AS key) AS round_end
 LEFT JOIN (claimed JOIN claimable USING (id)) ON true
@@ -1126,7 +1127,7 @@ LEFT JOIN claimed ON true"
 /// [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_FAIR_JOBS`] returns (the
 /// jobs with their turns and keys, in any order, and `turns_given`), and on every row
 /// `keys_at_limit`, how many keys were at their limit (when not 0, the claim read nothing), and
-/// `passed_over`, how many jobs it read and left for their keys' limit. Of the jobs beyond the
+/// `stopped_at_limit`, whether it stopped before a job its key had no room for. Of the jobs beyond the
 /// first `$9` in turn order (the free slots; the rest are claimed ahead of them), it takes those
 /// before the first on its last attempt ([`claimed_prefix!`]).
 ///
@@ -1232,8 +1233,8 @@ pub struct ClaimedJob {
     /// or a per-key limited kind's) took it in a turn; `None` when it was taken oldest first.
     #[sqlx(default)]
     pub turn_key: Option<String>,
-    /// The job's turn, when a fair kind's claim took it in the fair claim order (its key is
-    /// then [`turn_key`](Self::turn_key)); `None` otherwise.
+    /// The job's turn, when a claim in turn order took it (a fair kind's, or a per-key limited
+    /// kind's; its key is then [`turn_key`](Self::turn_key)); `None` otherwise.
     #[sqlx(default)]
     pub fair_turn: Option<i64>,
 }
@@ -1248,7 +1249,7 @@ impl ClaimedJob {
         }
     }
 
-    /// Its place in the fair claim order, when a fair kind's claim took it in that order.
+    /// Its place in turn order, when a claim in turn order took it.
     pub fn fair_place(&self) -> Option<FairPlace> {
         Some(FairPlace {
             priority: self.priority,
@@ -1295,8 +1296,9 @@ impl PartialOrd for ClaimPlace {
     }
 }
 
-/// A place in the order a fair kind's claims take its ready jobs in: priority (higher first),
-/// then turn, then key, then id. Places compare in that order: the smaller is claimed first.
+/// A place in turn order, the order a fair kind's claims, and a per-key limited kind's while no
+/// key is at its limit, take the kind's ready jobs in: priority (higher first), then turn, then
+/// key, then id. Places compare in that order: the smaller is claimed first.
 /// Keys compare byte by byte, as the claims order them (the `C` collation), whatever the
 /// database's collation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1305,7 +1307,7 @@ pub struct FairPlace {
     pub priority: i16,
     /// Its turn.
     pub turn: i64,
-    /// Its fairness key.
+    /// Its turn key: its fairness key, or its limit key.
     pub key: String,
     /// Its id.
     pub id: JobId,
@@ -1594,8 +1596,10 @@ pub struct ClaimLimits {
 /// kind's advisory lock, the claim, and, when the claim left free slots empty, whether due jobs
 /// remain (held back) and, if so, when the kind's rate limit lets the next job start.
 ///
-/// Without a per-key rate limit, and while no key is at its running limit, the claim reads the
-/// jobs in turn order ([`CLAIM_KEY_TURNS`]), after `round`'s
+/// Without a per-key rate limit, and while no key is at its running limit (as the last claim
+/// statement found, which `round` keeps: while keys are, the claims walk the keys without
+/// trying turn order first), the claim reads the jobs in turn order ([`CLAIM_KEY_TURNS`]), after
+/// `round`'s
 /// [`turn_place`](KeyRound::turn_place) or from the front. Otherwise, and for what is still
 /// wanted when that claim brought a key to its limit, it walks the limit keys with room
 /// ([`CLAIM_KEY_LIMITED_JOBS`]), going on after `round`'s cursor (the key of the last job the
@@ -1630,10 +1634,11 @@ pub async fn claim_key_limited(
         .await?;
     let mut jobs: Vec<ClaimedJob> = Vec::new();
     let mut walk = true;
-    if limits.rate_limit_per_key.is_none() {
+    if limits.rate_limit_per_key.is_none() && !round.walks_keys() {
         let by_turns = claim
             .by_turns(&mut transaction, count, round.turn_place.as_ref())
             .await?;
+        round.keys_at_limit = by_turns.keys_at_limit;
         if by_turns.keys_at_limit == 0 {
             jobs = by_turns.jobs;
             let mut at_limit = by_turns.stopped_at_limit;
@@ -1839,6 +1844,9 @@ impl KeyClaim<'_> {
             if let Some(row) = rows.first().filter(|_| jobs.len() > before || free > 0) {
                 round.cursor = row.try_get("key_cursor")?;
             }
+            if let Some(row) = rows.first() {
+                round.keys_at_limit = row.try_get("keys_at_limit")?;
+            }
             if jobs.len() == before || jobs.len() >= count.free {
                 return Ok(());
             }
@@ -1899,6 +1907,9 @@ pub struct KeyRound {
     /// The key the next walk of the keys goes on after: that of the last job the last walk took,
     /// or, after a hand-back, of the last job that started.
     pub cursor: Option<String>,
+    /// How many keys were at their running limit when the last claim statement began: while
+    /// any were, the claims walk the keys without trying turn order first.
+    keys_at_limit: i64,
     /// How often a claim that came back short looks for jobs without a key, at most.
     unkeyed_every: Duration,
     /// When one last did.
@@ -1912,6 +1923,7 @@ impl KeyRound {
         Self {
             turn_place: None,
             cursor: None,
+            keys_at_limit: 0,
             unkeyed_every,
             unkeyed_looked_at: Instant::now(),
         }
@@ -1919,13 +1931,19 @@ impl KeyRound {
 
     /// The jobs claimed after the last that started were handed back, ready again; `last_started`
     /// is the [`turn_key`](ClaimedJob::turn_key) of the last job taken in a turn that started
-    /// (`None` when none has). The next round goes on after it, so that the keys whose jobs were
+    /// (`None` when none has). The next walk of the keys goes on after it, so that the keys whose jobs were
     /// handed back get their turns first, as they had them (with any key passed over or come in
     /// between, in ring order). Jobs start in the order they were claimed, so every job taken in
     /// a turn after that one was handed back (or passed over, its lease lost), whichever claims
     /// took them.
     pub fn handed_back(&mut self, last_started: Option<String>) {
         self.cursor = last_started;
+    }
+
+    /// Whether the claims walk the keys: a key was at its running limit when the last claim
+    /// statement began.
+    pub fn walks_keys(&self) -> bool {
+        self.keys_at_limit > 0
     }
 
     fn unkeyed_look_due(&self) -> bool {

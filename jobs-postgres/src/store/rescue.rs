@@ -45,7 +45,9 @@ WHERE ",
 /// Returns up to `$1` jobs whose lease expired to ready, or to dead when their attempts are used
 /// up, or to cancelled when they were asked to stop, recording the expiry as that attempt's error; skips the jobs `$2` (rows this worker set
 /// aside after the database refused to rescue them). A rescued job keeps its `run_at`, so it goes
-/// before the jobs that became ready after it.
+/// before the jobs that became ready after it; one with a fairness key or a limit key takes its
+/// key's next turn (migrations 22 and 23), behind its key's other ready jobs when claims take
+/// turns.
 pub const RESCUE_EXPIRED: &str = rescue_jobs!(
     "
       AND id <> ALL($2)

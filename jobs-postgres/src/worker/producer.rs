@@ -374,8 +374,8 @@ pub async fn produce(
     let mut handed_back_runs: Option<Vec<(JobId, Uuid)>> = None;
     // The last claim's return, from which the slots' pace is measured.
     let mut pace = PaceMark::new(Instant::now(), 0, 0);
-    // Where the last claim of a kind with a per-key limit ended: the next round goes on after
-    // its key.
+    // Where a kind with a per-key limit stands: where its claims in turn order go on, the key
+    // its last walk of the keys ended at, and whether a key is at its limit.
     let mut round = KeyRound::new(shared.config.poll_interval);
     let mut outcomes_written = shared.outcomes_written.subscribe();
     // How long a producer held back with room in its rate window waits before claiming again:
@@ -411,13 +411,14 @@ pub async fn produce(
         // still start, once fewer wait than a claim takes ahead: the slots start jobs while it
         // runs. It takes jobs ahead alone (no free slot), so at most twice that many wait. A
         // look at the front is left to a claim for free slots: a claim ahead stops before a job
-        // on its last attempt, which would keep the front from being looked at again.
+        // on its last attempt, which would keep the front from being looked at again. (Claims
+        // that walk the keys, while one is at its limit, have no front to look at.)
         let from = position.resume_point();
         let next_claim_due = busy
             && ahead > 0
             && !read_ahead.is_empty()
             && read_ahead.len() < ahead
-            && (from.is_some() || !position.resumable)
+            && (from.is_some() || !position.resumable || round.walks_keys())
             && read_ahead
                 .hand_back_at()
                 .is_some_and(|at| at > Instant::now())
