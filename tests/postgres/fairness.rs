@@ -797,3 +797,72 @@ async fn a_limit_given_at_run_time_to_a_fair_kind_is_refused() {
         );
     }
 }
+
+/// A claim that runs while a transaction enqueuing jobs with a key commits cannot pass their
+/// turns for good: it records its round only once that commit is visible, so the producer's
+/// next claim, which reads again from where that claim began, finds them, rather than the next
+/// look at the front. (The transaction's commit-time check runs early here, through `SET
+/// CONSTRAINTS`, to hold that moment open.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_do_not_pass_the_turns_of_jobs_committing_meanwhile() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 64]).await;
+    let mut claims = db.pool.acquire().await.unwrap().detach();
+    let sixteen = ClaimCount { free: 16, ahead: 0 };
+    // a's turns 1 to 16: the round is 16.
+    let first = claim_fair_turns(&mut claims, sixteen, None).await;
+    let place = first[0].fair_place();
+
+    // b's job takes turn 17, and its commit-time check has run.
+    let mut enqueue = db.pool.begin().await.unwrap();
+    let b: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'b')
+         RETURNING id",
+    )
+    .fetch_one(&mut *enqueue)
+    .await
+    .unwrap();
+    sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+        .execute(&mut *enqueue)
+        .await
+        .unwrap();
+
+    // Three claims in a row, each from where the last one began, as a producer's go on.
+    let producer = tokio::spawn(async move {
+        let mut place = place;
+        let mut taken = Vec::new();
+        for _ in 0..3 {
+            let jobs = claim_fair_turns(&mut claims, sixteen, place.as_ref()).await;
+            place = jobs.first().and_then(ClaimedJob::fair_place).or(place);
+            taken.push(jobs.iter().map(|job| job.id).collect::<Vec<i64>>());
+        }
+        taken
+    });
+    // The first of them cannot see b's job; it waits for the commit to record its round.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !producer.is_finished() {
+        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the claims neither ended nor waited"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    enqueue.commit().await.unwrap();
+    let taken = producer.await.unwrap();
+    assert!(
+        !taken[0].contains(&b),
+        "the claim that ran during the commit cannot see it"
+    );
+    assert!(
+        taken[1].contains(&b),
+        "the next claim takes b's job in its turn: {taken:?} (b is {b})"
+    );
+}

@@ -266,6 +266,30 @@ impl Place {
     }
 }
 
+impl Place {
+    /// Where the next claim reads again from when a claim in turn order took its first job at
+    /// this place, `before` being the furthest place claimed before it (`None` after a claim from
+    /// the front): the place itself, or, when it is the first the producer reached in its turn
+    /// (`before` is in an earlier turn, or another priority, or unknown), the start of that turn.
+    /// A job committed while the claim ran may have taken that turn with a key before this one:
+    /// read from this place, it would be passed. Places in a queue's order stay as they are.
+    fn rescan_from(self, before: Option<&Place>) -> Place {
+        match (self, before) {
+            (Place::Fair(first), Some(Place::Fair(before)))
+                if before.priority == first.priority && before.turn == first.turn =>
+            {
+                Place::Fair(first)
+            }
+            (Place::Fair(first), _) => Place::Fair(FairPlace {
+                key: String::new(),
+                id: 0,
+                ..first
+            }),
+            (place, _) => place,
+        }
+    }
+}
+
 /// Where a producer's claims ended, so that the next claim can start there rather than at the
 /// front of the ready index, past the entries of every job claimed since the last vacuum.
 struct ClaimPosition {
@@ -298,10 +322,12 @@ impl ClaimPosition {
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
     ///
-    /// Claims in turn order start after the first place the last claim took instead: a job
+    /// Claims in turn order start after the first place the last claim took instead (or the
+    /// start of its turn, when that claim began a turn: see [`Place::rescan_from`]): a job
     /// enqueued while that claim ran took its turn after the turns claimed before it, which that
     /// claim may have passed; the next claim reads the last one's range again (its jobs'
-    /// index entries, and any such job), and goes on.
+    /// index entries, and any such job), and goes on. (That claim records how far it went only
+    /// once such a job's commit is visible: see migration 23.)
     fn resume_point(&self) -> Option<Place> {
         if !self.resumable || Instant::now() >= self.front_due_at {
             return None;
@@ -330,7 +356,8 @@ impl ClaimPosition {
         let furthest = places().max();
         if self.rescans_last_claim {
             if let Some(first) = places().min() {
-                self.last_claim_first = Some(first);
+                let before = self.last.as_ref().filter(|_| !from_front);
+                self.last_claim_first = Some(first.rescan_from(before));
             }
         }
         if from_front {
@@ -953,5 +980,36 @@ mod tests {
         // front however slow the last look was.
         position.rewind();
         assert_eq!(position.resume_point(), None);
+    }
+
+    /// A claim in turn order reads again from where the last one began; from the start of that
+    /// turn when it began a turn, where a job committed meanwhile may have taken the turn with a
+    /// key before the first it took.
+    #[test]
+    fn claims_in_turn_order_read_again_from_the_start_of_a_turn_the_last_one_began() {
+        let place = |turn: i64, key: &str, id: JobId| {
+            Place::Fair(FairPlace {
+                priority: 0,
+                turn,
+                key: key.into(),
+                id,
+            })
+        };
+        let mid_turn = place(7, "tenant m", 70);
+        let before_in_its_turn = place(7, "tenant c", 30);
+        assert_eq!(
+            mid_turn.clone().rescan_from(Some(&before_in_its_turn)),
+            mid_turn
+        );
+        let start_of_turn = place(7, "", 0);
+        for before in [Some(place(6, "tenant z", 60)), None] {
+            assert_eq!(mid_turn.clone().rescan_from(before.as_ref()), start_of_turn);
+        }
+        let queue = Place::Queue(ClaimPlace {
+            priority: 0,
+            run_at: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+            id: 1,
+        });
+        assert_eq!(queue.clone().rescan_from(None), queue);
     }
 }
