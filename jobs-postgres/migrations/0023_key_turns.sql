@@ -55,36 +55,6 @@ CREATE TRIGGER jobs_queue_fair_turn_again BEFORE UPDATE OF state ON jobs_queue
                        AND OLD.state <> 'ready')
     EXECUTE FUNCTION jobs_queue_fair_turn();
 
--- At commit, the round is read under a share lock of its row, held until the commit is visible:
--- a claim that would record a further round meanwhile (it cannot see the jobs committing) waits
--- for the commit, so the producer's next claim, which reads again from where that claim began,
--- finds the jobs. (Without the lock, the claims could pass their turns as often as they ran
--- while the commit reached disk, and the jobs waited for a look at the front.)
-CREATE OR REPLACE FUNCTION jobs_queue_fair_turn_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    round_setting text := 'jobs_fair.round_'
-        || md5(format('%s %s %s %s', length(NEW.queue), NEW.queue, NEW.kind, NEW.priority));
-    read_then bigint := nullif(current_setting(round_setting, true), '')::bigint;
-    reached bigint;
-BEGIN
-    IF current_setting('transaction_isolation') = 'read committed' THEN
-        SELECT turn INTO reached FROM jobs_fair_rounds
-        WHERE queue = NEW.queue AND kind = NEW.kind AND priority = NEW.priority
-        FOR SHARE;
-    ELSE
-        -- The transaction's snapshot (nothing moves, see migration 22); a lock of a row that
-        -- claims rewrote since would fail the commit.
-        SELECT turn INTO reached FROM jobs_fair_rounds
-        WHERE queue = NEW.queue AND kind = NEW.kind AND priority = NEW.priority;
-    END IF;
-    IF reached > read_then AND NEW.fair_turn <= reached THEN
-        UPDATE jobs_queue SET fair_turn = fair_turn + (reached - read_then)
-        WHERE id = NEW.id AND state = 'ready' AND fair_turn = NEW.fair_turn;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
 -- The turn indexes are built again on the turn key. They are dropped first, so that the turns
 -- of the jobs already enqueued with a limit key (below) are written without maintaining them.
 DROP INDEX jobs_queue_ready_fair;

@@ -4,6 +4,7 @@
 //! claims ahead of its free slots ([`ReadAhead`]), and sends the next claim while the jobs
 //! claimed ahead still start ([`Starter`] starts them).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -242,6 +243,15 @@ fn front_claim_interval(took: Duration) -> Duration {
     (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL)
 }
 
+/// How far back claims in turn order read again: from where the oldest claim of the last 100 ms
+/// began. A job takes its turn from the round the claims recorded when its transaction commits,
+/// and becomes visible a moment later (once its commit reaches disk); the claims that run
+/// meanwhile cannot see it and go past its turn. The claims after them read that range again
+/// and take it, unless its commit took longer than this: it then waits for the next look at the
+/// front. Reading again costs the index entries of the jobs claimed in that time, which the
+/// first read marks dead (a drain of 50,000 jobs a second reads about 5,000 of them a claim).
+const RESCAN_WINDOW: Duration = Duration::from_millis(100);
+
 /// A place in a producer's claim order: a queue's, or one in turn order (a fair kind's, or a
 /// per-key limited kind's).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -296,13 +306,14 @@ struct ClaimPosition {
     /// Whether claims can start from a place (a kind-wide limited kind's cannot, nor a per-key
     /// limited kind's under a per-key rate limit, whose claims always walk the keys).
     resumable: bool,
-    /// Whether claims start at the first place the last claim took rather than the furthest
+    /// Whether claims start where the recent claims began rather than at the furthest place
     /// (those in turn order; see [`ClaimPosition::resume_point`]).
     rescans_last_claim: bool,
     /// The furthest place claimed so far.
     last: Option<Place>,
-    /// The first place the last claim that took jobs took.
-    last_claim_first: Option<Place>,
+    /// Where the claims that took jobs within the last [`RESCAN_WINDOW`] began, and when each
+    /// did (as [`Place::rescan_from`] gives it), oldest first; the last such claim's at least.
+    recent_claims_first: VecDeque<(Instant, Place)>,
     /// When the front is next due a look: [`front_claim_interval`] after the last claim that
     /// started there ended.
     front_due_at: Instant,
@@ -315,25 +326,30 @@ impl ClaimPosition {
             resumable: matches!(claim, Claim::Queue { .. }) || claim.takes_turns(),
             rescans_last_claim: claim.takes_turns(),
             last: None,
-            last_claim_first: None,
+            recent_claims_first: VecDeque::new(),
             front_due_at: Instant::now() + FRONT_CLAIM_EVERY,
         }
     }
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
     ///
-    /// Claims in turn order start after the first place the last claim took instead (or the
-    /// start of its turn, when that claim began a turn: see [`Place::rescan_from`]): a job
-    /// enqueued while that claim ran took its turn after the turns claimed before it, which that
-    /// claim may have passed; the next claim reads the last one's range again (its jobs'
-    /// index entries, and any such job), and goes on. (That claim records how far it went only
-    /// once such a job's commit is visible: see migration 23.)
+    /// Claims in turn order start where the oldest claim of the last [`RESCAN_WINDOW`] began
+    /// instead (the last claim, at least; from the start of its turn when it began a turn: see
+    /// [`Place::rescan_from`]): a job enqueued while those claims ran took its turn after the
+    /// turns claimed before its commit, which those claims may have passed, not seeing it; the
+    /// next claim reads their range again (their jobs' index entries, and any such job), and
+    /// goes on.
     fn resume_point(&self) -> Option<Place> {
         if !self.resumable || Instant::now() >= self.front_due_at {
             return None;
         }
         if self.rescans_last_claim {
-            return self.last_claim_first.clone().or_else(|| self.last.clone());
+            let oldest = self
+                .recent_claims_first
+                .iter()
+                .map(|(_, place)| place)
+                .min();
+            return oldest.cloned().or_else(|| self.last.clone());
         }
         self.last.clone()
     }
@@ -341,7 +357,19 @@ impl ClaimPosition {
     /// Makes the next claim start at the front: jobs were handed back there, in their places.
     fn rewind(&mut self) {
         self.last = None;
-        self.last_claim_first = None;
+        self.recent_claims_first.clear();
+    }
+
+    /// Notes that a claim in turn order that took jobs began at `place` (as
+    /// [`Place::rescan_from`] gives it) at `now`, forgetting the claims before it that began
+    /// longer than [`RESCAN_WINDOW`] ago.
+    fn claim_began(&mut self, place: Place, now: Instant) {
+        self.recent_claims_first.push_back((now, place));
+        while self.recent_claims_first.len() > 1
+            && self.recent_claims_first[0].0 + RESCAN_WINDOW < now
+        {
+            self.recent_claims_first.pop_front();
+        }
     }
 
     /// Notes what a claim of a producer that claims as `claim` does took, whether it started at
@@ -357,7 +385,7 @@ impl ClaimPosition {
         if self.rescans_last_claim {
             if let Some(first) = places().min() {
                 let before = self.last.as_ref().filter(|_| !from_front);
-                self.last_claim_first = Some(first.rescan_from(before));
+                self.claim_began(first.rescan_from(before), Instant::now());
             }
         }
         if from_front {
@@ -1011,5 +1039,39 @@ mod tests {
             id: 1,
         });
         assert_eq!(queue.clone().rescan_from(None), queue);
+    }
+
+    /// Claims in turn order read again from where the oldest claim of the last
+    /// [`RESCAN_WINDOW`] began, and from the last one's place at least.
+    #[test]
+    fn claims_in_turn_order_read_again_the_range_of_the_recent_claims() {
+        let fair = Claim::Fair {
+            kind: "k",
+            queue: "default".into(),
+            lease: Duration::from_secs(30),
+        };
+        let place = |turn: i64| {
+            Place::Fair(FairPlace {
+                priority: 0,
+                turn,
+                key: "tenant".into(),
+                id: turn,
+            })
+        };
+        let mut position = ClaimPosition::new(&fair);
+        position.last = Some(place(9));
+        let now = Instant::now();
+        let long_ago = now - RESCAN_WINDOW * 2;
+        position.claim_began(place(1), long_ago);
+        assert_eq!(position.resume_point(), Some(place(1)), "the last claim's");
+        position.claim_began(place(3), now - RESCAN_WINDOW / 2);
+        position.claim_began(place(5), now);
+        assert_eq!(
+            position.resume_point(),
+            Some(place(3)),
+            "the oldest within the window"
+        );
+        position.rewind();
+        assert_eq!(position.resume_point(), None);
     }
 }
