@@ -797,3 +797,56 @@ async fn a_limit_given_at_run_time_to_a_fair_kind_is_refused() {
         );
     }
 }
+
+/// A job whose commit spans several claims is passed by each of them (they cannot see it), and
+/// only a claim that reads their range again takes it: from where the older of two such claims
+/// began, not from where the last one did. So a producer's claims in turn order read again from
+/// where its recent claims began. (The commit's turn is set early here, through `SET
+/// CONSTRAINTS`, to hold that moment open.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_committed_while_claims_ran_is_found_by_reading_their_range_again() {
+    let db = Db::new().await;
+    insert_keyed(&db, &["a"; 64]).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let sixteen = ClaimCount { free: 16, ahead: 0 };
+    let first_place = |jobs: &[ClaimedJob]| jobs.first().and_then(ClaimedJob::fair_place).unwrap();
+    // a's turns 1 to 16: the round is 16.
+    let first = claim_fair_turns(&mut conn, sixteen, None).await;
+
+    // b's job takes turn 17; its commit is not visible yet.
+    let mut enqueue = db.pool.begin().await.unwrap();
+    let b: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, fair_key)
+         VALUES ('tenant_task', 'default', '{\"tenant\": \"t\", \"n\": 0}', 8, 'b')
+         RETURNING id",
+    )
+    .fetch_one(&mut *enqueue)
+    .await
+    .unwrap();
+    sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+        .execute(&mut *enqueue)
+        .await
+        .unwrap();
+    // Two claims meanwhile: a's turns 17 to 32, then 33 to 48.
+    let second = claim_fair_turns(&mut conn, sixteen, Some(&first_place(&first))).await;
+    let third = claim_fair_turns(&mut conn, sixteen, Some(&first_place(&second))).await;
+    assert_eq!(second[0].fair_turn, Some(17));
+    enqueue.commit().await.unwrap();
+
+    let from_the_last = claim_fair_turns(&mut conn, sixteen, Some(&first_place(&third))).await;
+    assert!(
+        !from_the_last.iter().any(|job| job.id == b),
+        "read from where the last claim began, b's turn is passed"
+    );
+    let start_of_turn_17 = FairPlace {
+        key: String::new(),
+        id: 0,
+        ..first_place(&second)
+    };
+    let again = claim_fair_turns(&mut conn, sixteen, Some(&start_of_turn_17)).await;
+    assert_eq!(
+        again.first().map(|job| job.id),
+        Some(b),
+        "b's job, in its turn"
+    );
+}

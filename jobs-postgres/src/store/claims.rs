@@ -923,7 +923,8 @@ macro_rules! key_job_and_room {
 /// returns, and on every row `key_cursor`: the key of the last job this claim took in turn
 /// order, where the next one goes on. When the claim takes nothing, it returns one row whose
 /// job columns are null, with the last key it visited as `key_cursor` (null when it visited
-/// none).
+/// none). Every row also holds `turn_key` (the key whose turn took the job) and `keys_at_limit`
+/// (how many keys were at their running limit when the statement began).
 ///
 /// The running jobs of the kind are counted per key through the index of running jobs (bounded
 /// by all workers' slots), into one `jsonb` object, in which a key's count is found by a binary
@@ -1656,6 +1657,7 @@ pub async fn claim_key_limited(
                         from.as_ref(),
                     )
                     .await?;
+                round.keys_at_limit = more.keys_at_limit;
                 at_limit = more.keys_at_limit > 0 || more.stopped_at_limit;
                 jobs.extend(more.jobs);
             }
@@ -1897,8 +1899,8 @@ impl KeyClaim<'_> {
 }
 
 /// Where a producer of a kind with a per-key limit stands between claims: where its claims in
-/// turn order go on, the key its last walk of the keys ended at, and when it last looked for the
-/// kind's jobs without a key.
+/// turn order go on, the key its last walk of the keys ended at, whether a key was at its limit,
+/// and when it last looked for the kind's jobs without a key.
 #[derive(Debug)]
 pub struct KeyRound {
     /// The place in turn order the next claim in turn order goes on after (`None`: from the

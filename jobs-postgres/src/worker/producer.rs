@@ -243,14 +243,19 @@ fn front_claim_interval(took: Duration) -> Duration {
     (took * FRONT_CLAIM_COST_RATIO).clamp(FRONT_CLAIM_EVERY, FRONT_CLAIM_LONGEST_INTERVAL)
 }
 
-/// How far back claims in turn order read again: from where the oldest claim of the last 100 ms
-/// began. A job takes its turn from the round the claims recorded when its transaction commits,
-/// and becomes visible a moment later (once its commit reaches disk); the claims that run
-/// meanwhile cannot see it and go past its turn. The claims after them read that range again
-/// and take it, unless its commit took longer than this: it then waits for the next look at the
-/// front. Reading again costs the index entries of the jobs claimed in that time, which the
-/// first read marks dead (a drain of 50,000 jobs a second reads about 5,000 of them a claim).
+/// How far back claims in turn order read again: from where the oldest of the producer's last
+/// [`RESCAN_CLAIMS`] claims began, among those that returned within the last 100 ms. A job takes
+/// its turn from the round the claims recorded when its transaction commits, and becomes visible
+/// a moment later (once its commit reaches disk); the claims that run meanwhile cannot see it
+/// and go past its turn. The claims after them read that range again and take it, unless its
+/// commit took longer than this (a synchronous standby far away, a transaction held open after
+/// `SET CONSTRAINTS ALL IMMEDIATE`): it then waits for the next look at the front. Reading again
+/// costs the index entries of the jobs claimed in that range, by every producer of the kind,
+/// which the first read marks dead unless a long transaction holds the xmin horizon back.
 const RESCAN_WINDOW: Duration = Duration::from_millis(100);
+
+/// The most claims back that claims in turn order read again (see [`RESCAN_WINDOW`]).
+const RESCAN_CLAIMS: usize = 4;
 
 /// A place in a producer's claim order: a queue's, or one in turn order (a fair kind's, or a
 /// per-key limited kind's).
@@ -277,6 +282,14 @@ impl Place {
 }
 
 impl Place {
+    /// The priority of the job at this place.
+    fn priority(&self) -> i16 {
+        match self {
+            Place::Queue(place) => place.priority,
+            Place::Fair(place) => place.priority,
+        }
+    }
+
     /// Where the next claim reads again from when a claim in turn order took its first job at
     /// this place, `before` being the furthest place claimed before it (`None` after a claim from
     /// the front): the place itself, or, when it is the first the producer reached in its turn
@@ -308,11 +321,12 @@ struct ClaimPosition {
     resumable: bool,
     /// Whether claims start where the recent claims began rather than at the furthest place
     /// (those in turn order; see [`ClaimPosition::resume_point`]).
-    rescans_last_claim: bool,
+    rescans_recent_claims: bool,
     /// The furthest place claimed so far.
     last: Option<Place>,
-    /// Where the claims that took jobs within the last [`RESCAN_WINDOW`] began, and when each
-    /// did (as [`Place::rescan_from`] gives it), oldest first; the last such claim's at least.
+    /// Where the last claims that took jobs began (as [`Place::rescan_from`] gives it), and when
+    /// each returned, oldest first: those of the last [`RESCAN_WINDOW`], at most
+    /// [`RESCAN_CLAIMS`], all of one priority; the last such claim's at least.
     recent_claims_first: VecDeque<(Instant, Place)>,
     /// When the front is next due a look: [`front_claim_interval`] after the last claim that
     /// started there ended.
@@ -324,7 +338,7 @@ impl ClaimPosition {
     fn new(claim: &Claim) -> Self {
         Self {
             resumable: matches!(claim, Claim::Queue { .. }) || claim.takes_turns(),
-            rescans_last_claim: claim.takes_turns(),
+            rescans_recent_claims: claim.takes_turns(),
             last: None,
             recent_claims_first: VecDeque::new(),
             front_due_at: Instant::now() + FRONT_CLAIM_EVERY,
@@ -333,8 +347,8 @@ impl ClaimPosition {
 
     /// Where the next claim starts: after the last place, unless the front is due a look.
     ///
-    /// Claims in turn order start where the oldest claim of the last [`RESCAN_WINDOW`] began
-    /// instead (the last claim, at least; from the start of its turn when it began a turn: see
+    /// Claims in turn order start where the oldest of the recent claims began instead (see
+    /// [`RESCAN_WINDOW`]; the last claim, at least; from the start of its turn when it began a turn: see
     /// [`Place::rescan_from`]): a job enqueued while those claims ran took its turn after the
     /// turns claimed before its commit, which those claims may have passed, not seeing it; the
     /// next claim reads their range again (their jobs' index entries, and any such job), and
@@ -343,7 +357,7 @@ impl ClaimPosition {
         if !self.resumable || Instant::now() >= self.front_due_at {
             return None;
         }
-        if self.rescans_last_claim {
+        if self.rescans_recent_claims {
             let oldest = self
                 .recent_claims_first
                 .iter()
@@ -360,13 +374,22 @@ impl ClaimPosition {
         self.recent_claims_first.clear();
     }
 
-    /// Notes that a claim in turn order that took jobs began at `place` (as
-    /// [`Place::rescan_from`] gives it) at `now`, forgetting the claims before it that began
-    /// longer than [`RESCAN_WINDOW`] ago.
+    /// Notes that a claim in turn order that took jobs, returning at `now`, began at `place` (as
+    /// [`Place::rescan_from`] gives it), forgetting the claims before it that returned longer
+    /// than [`RESCAN_WINDOW`] ago, beyond the last [`RESCAN_CLAIMS`], or of another priority (a
+    /// claim from a place reads that place's priority alone).
     fn claim_began(&mut self, place: Place, now: Instant) {
+        if self
+            .recent_claims_first
+            .back()
+            .is_some_and(|(_, last)| last.priority() != place.priority())
+        {
+            self.recent_claims_first.clear();
+        }
         self.recent_claims_first.push_back((now, place));
-        while self.recent_claims_first.len() > 1
-            && self.recent_claims_first[0].0 + RESCAN_WINDOW < now
+        while self.recent_claims_first.len() > RESCAN_CLAIMS
+            || (self.recent_claims_first.len() > 1
+                && self.recent_claims_first[0].0 + RESCAN_WINDOW < now)
         {
             self.recent_claims_first.pop_front();
         }
@@ -382,7 +405,7 @@ impl ClaimPosition {
     fn claimed(&mut self, claim: &Claim, jobs: &[ClaimedJob], from_front: bool, took: Duration) {
         let places = || jobs.iter().filter_map(|job| Place::of(job, claim));
         let furthest = places().max();
-        if self.rescans_last_claim {
+        if self.rescans_recent_claims {
             if let Some(first) = places().min() {
                 let before = self.last.as_ref().filter(|_| !from_front);
                 self.claim_began(first.rescan_from(before), Instant::now());
@@ -636,8 +659,9 @@ pub async fn produce(
         let mut held_back = false;
         // Outcomes written from here on may free room under a running limit.
         outcomes_written.borrow_and_update();
-        // From where the last claim ended, when that is known and the front was looked at
-        // recently; then from the front for whatever is still wanted.
+        // From where the last claim ended (where the recent claims began, in turn order), when
+        // that is known and the front was looked at recently; then from the front for whatever
+        // is still wanted.
         let mut from = position.resume_point();
         loop {
             match plan
@@ -1061,7 +1085,9 @@ mod tests {
         let mut position = ClaimPosition::new(&fair);
         position.last = Some(place(9));
         let now = Instant::now();
-        let long_ago = now - RESCAN_WINDOW * 2;
+        let Some(long_ago) = now.checked_sub(RESCAN_WINDOW * 2) else {
+            return;
+        };
         position.claim_began(place(1), long_ago);
         assert_eq!(position.resume_point(), Some(place(1)), "the last claim's");
         position.claim_began(place(3), now - RESCAN_WINDOW / 2);
@@ -1071,6 +1097,20 @@ mod tests {
             Some(place(3)),
             "the oldest within the window"
         );
+        // At most the last few claims.
+        for turn in 6..6 + RESCAN_CLAIMS as i64 {
+            position.claim_began(place(turn), now);
+        }
+        assert_eq!(position.resume_point(), Some(place(6)));
+        // A claim of another priority: its place alone.
+        let higher = Place::Fair(FairPlace {
+            priority: 5,
+            turn: 2,
+            key: "tenant".into(),
+            id: 100,
+        });
+        position.claim_began(higher.clone(), now);
+        assert_eq!(position.resume_point(), Some(higher));
         position.rewind();
         assert_eq!(position.resume_point(), None);
     }
