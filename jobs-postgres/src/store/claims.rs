@@ -1417,6 +1417,18 @@ pub struct LimitedClaim {
     pub walked_keys: bool,
 }
 
+impl LimitedClaim {
+    /// What a claim that no limit holds back took: `jobs` alone.
+    pub fn unlimited(jobs: Vec<ClaimedJob>) -> Self {
+        Self {
+            jobs,
+            rate_room_in: None,
+            held_back: false,
+            walked_keys: false,
+        }
+    }
+}
+
 /// Claims up to `limit` ready jobs of `kind` from `queues`, each leased for `lease`, but no more
 /// than leave at most `max_running` of the kind running and at most `rate_limit` started across
 /// all workers. One transaction: the kind's advisory lock, the claim, and, when the claim took
@@ -1518,27 +1530,44 @@ async fn claim_fair_once(
     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
     .bind(lease.as_secs_f64())
     .bind(i64::try_from(count.free).unwrap_or(i64::MAX));
-    let query = match after {
+    let rows = bind_turn_place(query, after)
+        .fetch_all(&mut *connection)
+        .await?;
+    let turns_given: i64 = match rows.first() {
+        Some(row) => row.try_get("turns_given")?,
+        None => 0,
+    };
+    Ok((jobs_of_turn_claim(&rows)?, turns_given > 0))
+}
+
+/// `query`, a claim in turn order, with the place `after` bound as its last parameters
+/// (priority, turn, key, id) when there is one.
+fn bind_turn_place<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    after: Option<&'q FairPlace>,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    match after {
         None => query,
         Some(place) => query
             .bind(place.priority)
             .bind(place.turn)
             .bind(place.key.as_str())
             .bind(place.id),
-    };
-    let rows = query.fetch_all(&mut *connection).await?;
+    }
+}
+
+/// The jobs among the rows of a claim in turn order, in that order (the one row of a claim that
+/// took nothing has no job).
+fn jobs_of_turn_claim(rows: &[sqlx::postgres::PgRow]) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let mut jobs = Vec::with_capacity(rows.len());
-    let mut turns_given: i64 = 0;
-    for row in &rows {
-        turns_given = row.try_get("turns_given")?;
-        // The one row of a claim that took nothing has no job.
+    for row in rows {
         if row.try_get::<Option<JobId>, _>("id")?.is_some() {
             jobs.push(ClaimedJob::from_row(row)?);
         }
     }
     // An UPDATE returns its rows in the order it reached them, not the claim's.
     jobs.sort_unstable_by_key(ClaimedJob::fair_place);
-    Ok((jobs, turns_given > 0))
+    Ok(jobs)
 }
 
 /// After a limited claim of `limit` jobs of `kind` from `queues` that took `jobs`, in its
@@ -1768,33 +1797,18 @@ impl KeyClaim<'_> {
         .bind(rate_window)
         .bind(self.per_key())
         .bind(i64::try_from(count.free).unwrap_or(i64::MAX));
-        let query = match after {
-            None => query,
-            Some(place) => query
-                .bind(place.priority)
-                .bind(place.turn)
-                .bind(place.key.as_str())
-                .bind(place.id),
+        let rows = bind_turn_place(query, after)
+            .fetch_all(&mut *transaction)
+            .await?;
+        let Some(row) = rows.first() else {
+            return Err(sqlx::Error::RowNotFound);
         };
-        let rows = query.fetch_all(&mut *transaction).await?;
-        let mut claimed = KeyTurns {
-            jobs: Vec::with_capacity(rows.len()),
-            turns_given: false,
-            keys_at_limit: 0,
-            stopped_at_limit: false,
-        };
-        for row in &rows {
-            claimed.turns_given = row.try_get::<i64, _>("turns_given")? > 0;
-            claimed.keys_at_limit = row.try_get("keys_at_limit")?;
-            claimed.stopped_at_limit = row.try_get("stopped_at_limit")?;
-            // The one row of a claim that took nothing has no job.
-            if row.try_get::<Option<JobId>, _>("id")?.is_some() {
-                claimed.jobs.push(ClaimedJob::from_row(row)?);
-            }
-        }
-        // An UPDATE returns its rows in the order it reached them, not the claim's.
-        claimed.jobs.sort_unstable_by_key(ClaimedJob::fair_place);
-        Ok(claimed)
+        Ok(KeyTurns {
+            turns_given: row.try_get::<i64, _>("turns_given")? > 0,
+            keys_at_limit: row.try_get("keys_at_limit")?,
+            stopped_at_limit: row.try_get("stopped_at_limit")?,
+            jobs: jobs_of_turn_claim(&rows)?,
+        })
     }
 
     /// Claims walking the limit keys with room ([`CLAIM_KEY_LIMITED_JOBS`]), after `jobs` were

@@ -150,12 +150,7 @@ impl Claim {
                 };
                 store::claim_fair(connection, queue, kind, *lease, count, after)
                     .await
-                    .map(|jobs| LimitedClaim {
-                        jobs,
-                        rate_room_in: None,
-                        held_back: false,
-                        walked_keys: false,
-                    })
+                    .map(LimitedClaim::unlimited)
             }
             Claim::KeyLimited {
                 kind,
@@ -181,12 +176,7 @@ impl Claim {
                 };
                 store::claim_ahead(connection, queue, kinds, leases, count, after)
                     .await
-                    .map(|jobs| LimitedClaim {
-                        jobs,
-                        rate_room_in: None,
-                        held_back: false,
-                        walked_keys: false,
-                    })
+                    .map(LimitedClaim::unlimited)
             }
             Claim::Limited {
                 kind,
