@@ -399,15 +399,41 @@ async fn check_fair_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) -> [i
         .bind(wanted)
         .bind(30.0_f64)
         .bind(16_i64);
-    let mut arguments = vec![
+    let arguments = vec![
         "'default'".to_string(),
         "'tenant_task'".to_string(),
         wanted.to_string(),
         "30.0".to_string(),
         "16".to_string(),
     ];
+    check_turn_claim(
+        db,
+        "CLAIM_FAIR_JOBS",
+        statement,
+        query,
+        arguments,
+        place,
+        wanted,
+    )
+    .await
+}
+
+/// [`check_plans`] of `statement` (printed as `name`), a claim in turn order of `wanted` jobs:
+/// `query` and `arguments` (the same values as SQL literals) bind its parameters but the place,
+/// which follows them when there is one (at priority 0); allowed [`MAX_BUFFERS`] per 16 jobs.
+/// The generic plan's estimated cost must stay under `jit_above_cost`. Returns the rows each plan
+/// took.
+async fn check_turn_claim(
+    db: &Db,
+    name: &str,
+    statement: &str,
+    query: QueryScalar<'_, Postgres, Value, PgArguments>,
+    mut arguments: Vec<String>,
+    place: Option<&FairPlace>,
+    wanted: i64,
+) -> [i64; 2] {
     let (query, name) = match place {
-        None => (query, format!("CLAIM_FAIR_JOBS of {wanted}")),
+        None => (query, format!("{name} of {wanted}")),
         Some((turn, key, id)) => {
             arguments.extend([
                 "0".to_string(),
@@ -415,8 +441,8 @@ async fn check_fair_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) -> [i
                 format!("'{key}'"),
                 id.to_string(),
             ]);
-            let query = query.bind(0_i16).bind(*turn).bind(key.as_str()).bind(*id);
-            let name = format!("CLAIM_FAIR_JOBS_AFTER of {wanted} (after turn {turn} of {key})");
+            let query = query.bind(0_i16).bind(*turn).bind(key.clone()).bind(*id);
+            let name = format!("{name}_AFTER of {wanted} (after turn {turn} of {key})");
             (query, name)
         }
     };
@@ -436,11 +462,12 @@ async fn check_fair_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) -> [i
     ]
 }
 
-/// The place of the `tenant_task` job of key `key` in turn `turn`.
-async fn fair_place(db: &Db, key: &str, turn: i64) -> FairPlace {
-    let id: i64 = sqlx::query_scalar(
-        "SELECT id FROM jobs_queue WHERE kind = 'tenant_task' AND fair_key = $1 AND fair_turn = $2",
-    )
+/// The place of the job of kind `kind` whose key in column `column` is `key`, in turn `turn`.
+async fn turn_place(db: &Db, kind: &str, column: &str, key: &str, turn: i64) -> FairPlace {
+    let id: i64 = sqlx::query_scalar(&format!(
+        "SELECT id FROM jobs_queue WHERE kind = $1 AND {column} = $2 AND fair_turn = $3"
+    ))
+    .bind(kind)
     .bind(key)
     .bind(turn)
     .fetch_one(&db.pool)
@@ -470,8 +497,8 @@ async fn a_fair_claim_reads_one_range_of_its_index() {
     )
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
-    let in_a_round = fair_place(&db, "tenant 0500", 50).await;
-    let past_the_rounds = fair_place(&db, "tenant flood", 50_000).await;
+    let in_a_round = turn_place(&db, "tenant_task", "fair_key", "tenant 0500", 50).await;
+    let past_the_rounds = turn_place(&db, "tenant_task", "fair_key", "tenant flood", 50_000).await;
     for place in [None, Some(&in_a_round), Some(&past_the_rounds)] {
         assert_eq!(check_fair_claim(&db, place, 16).await, [16, 16]);
         assert_eq!(check_fair_claim(&db, place, 144).await, [144, 144]);
@@ -821,7 +848,7 @@ async fn check_key_turns_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) 
         .bind(None::<f64>)
         .bind(2_i64)
         .bind(16_i64);
-    let mut arguments = vec![
+    let arguments = vec![
         "'per_merchant'".to_string(),
         "'default'".to_string(),
         wanted.to_string(),
@@ -832,46 +859,16 @@ async fn check_key_turns_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) 
         "2".to_string(),
         "16".to_string(),
     ];
-    let (query, name) = match place {
-        None => (query, format!("CLAIM_KEY_TURNS of {wanted}")),
-        Some((turn, key, id)) => {
-            arguments.extend([
-                "0".to_string(),
-                turn.to_string(),
-                format!("'{key}'"),
-                id.to_string(),
-            ]);
-            let query = query.bind(0_i16).bind(*turn).bind(key.as_str()).bind(*id);
-            let name = format!("CLAIM_KEY_TURNS_AFTER of {wanted} (after turn {turn} of {key})");
-            (query, name)
-        }
-    };
-    let max_buffers = MAX_BUFFERS * ((wanted + 15) / 16);
-    let custom = plan_of(db, &name, query).await;
-    let generic = generic_plan_of(db, &name, statement, &arguments).await;
-    let cost = generic[0]["Plan"]["Total Cost"].as_f64().unwrap();
-    assert!(
-        cost < 100_000.0,
-        "{name}: the generic plan is estimated at {cost}, which JIT would compile at every run"
-    );
-    [
-        check_within(&name, &custom, max_buffers),
-        check_within(&format!("{name} (generic plan)"), &generic, max_buffers),
-    ]
-}
-
-/// The place of the `per_merchant` job of key `key` in turn `turn`.
-async fn key_turn_place(db: &Db, key: &str, turn: i64) -> FairPlace {
-    let id: i64 = sqlx::query_scalar(
-        "SELECT id FROM jobs_queue
-         WHERE kind = 'per_merchant' AND limit_key = $1 AND fair_turn = $2",
+    check_turn_claim(
+        db,
+        "CLAIM_KEY_TURNS",
+        statement,
+        query,
+        arguments,
+        place,
+        wanted,
     )
-    .bind(key)
-    .bind(turn)
-    .fetch_one(&db.pool)
     .await
-    .unwrap();
-    (turn, key.to_string(), id)
 }
 
 /// While no key is at its limit, a per-key limited claim reads one range of the turn index, as
@@ -896,8 +893,9 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
     )
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
-    let in_a_round = key_turn_place(&db, "merchant 0500", 50).await;
-    let past_the_rounds = key_turn_place(&db, "merchant flood", 50_000).await;
+    let in_a_round = turn_place(&db, "per_merchant", "limit_key", "merchant 0500", 50).await;
+    let past_the_rounds =
+        turn_place(&db, "per_merchant", "limit_key", "merchant flood", 50_000).await;
     for place in [None, Some(&in_a_round)] {
         assert_eq!(check_key_turns_claim(&db, place, 16).await, [16, 16]);
         assert_eq!(check_key_turns_claim(&db, place, 144).await, [144, 144]);
