@@ -74,6 +74,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(21, "per_key_rate_limits", "0021_per_key_rate_limits.sql"),
     migration!(22, "fair_turns", "0022_fair_turns.sql"),
     migration!(23, "key_turns", "0023_key_turns.sql"),
+    migration!(24, "limited_claims", "0024_limited_claims.sql"),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use jobs::postgres::__private::sql;
 use serde_json::Value;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
 use sqlx::{Connection, Postgres, Row};
@@ -923,11 +924,11 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
     assert_eq!(check_key_turns_claim(&db, None, 16).await, [1, 1]);
 }
 
-/// The per-key limited claims in turn order, run as a worker runs them (in a transaction after
-/// [`sql::LOCK_LIMITED_KIND`]), are planned once per connection, whatever the number of jobs
-/// asked for and wherever they start.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
+/// A database of 5,000 ready jobs of `per_merchant` over 200 merchants, and a connection to it
+/// on which `calls` claims in turn order ran, for 1, 16 and 144 jobs, from the front and from
+/// where the last one ended: in a transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`,
+/// and as statements of their own otherwise (as a worker first runs them).
+async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection<Postgres>) {
     let db = Db::new().await;
     db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
@@ -938,14 +939,8 @@ async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
     .await;
     let mut conn = db.pool.acquire().await.unwrap();
     let mut place: Option<FairPlace> = None;
-    for call in 0..12 {
+    for call in 0..calls {
         let limit: i64 = [1, 16, 144][call % 3];
-        let mut transaction = conn.begin().await.unwrap();
-        sqlx::query(sql::LOCK_LIMITED_KIND)
-            .bind("per_merchant")
-            .execute(&mut *transaction)
-            .await
-            .unwrap();
         // From the front, then from where that one ended.
         let after = place.take().filter(|_| call % 2 == 1);
         let query = sqlx::query(match after {
@@ -965,19 +960,54 @@ async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
             None => query,
             Some((turn, key, id)) => query.bind(0_i16).bind(turn).bind(key).bind(id),
         };
-        let rows = query.fetch_all(&mut *transaction).await.unwrap();
-        transaction.commit().await.unwrap();
+        let rows = if locked {
+            let mut transaction = conn.begin().await.unwrap();
+            sqlx::query(sql::LOCK_LIMITED_KIND)
+                .bind("per_merchant")
+                .execute(&mut *transaction)
+                .await
+                .unwrap();
+            let rows = query.fetch_all(&mut *transaction).await.unwrap();
+            transaction.commit().await.unwrap();
+            rows
+        } else {
+            query.fetch_all(&mut *conn).await.unwrap()
+        };
         assert_eq!(rows.len() as i64, limit, "claimed what it was asked for");
+        assert!(rows[0].get::<bool, _>("sole"), "had the kind to itself");
         place = rows
             .iter()
             .map(|row| (row.get("fair_turn"), row.get("turn_key"), row.get("id")))
             .max();
     }
+    (db, conn)
+}
+
+/// The per-key limited claims in turn order, run in a transaction after
+/// [`sql::LOCK_LIMITED_KIND`], are planned once per connection, whatever the number of jobs asked
+/// for and wherever they start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
+    let (_db, mut conn) = claims_by_turns_made(12, true).await;
     for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
         assert_eq!(
             plans_made(&mut conn, statement).await,
             (6, 0),
             "planned once: its generic plan at every execution, no custom plan"
+        );
+    }
+}
+
+/// The per-key limited claims in turn order, run as statements of their own (as a worker first
+/// runs them), are planned one-off only for their first five executions on a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_claim_by_turns_of_its_own_keeps_one_plan_per_connection() {
+    let (_db, mut conn) = claims_by_turns_made(24, false).await;
+    for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
+        assert_eq!(
+            plans_made(&mut conn, statement).await,
+            (7, 5),
+            "planned one-off only for the first five executions"
         );
     }
 }

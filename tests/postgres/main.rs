@@ -30,6 +30,7 @@ mod job_cancel;
 mod key_limits;
 mod lease_control;
 mod lease_tokens;
+mod limited_claims;
 mod limits;
 mod live_workers;
 mod outbox;

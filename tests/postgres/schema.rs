@@ -57,7 +57,8 @@ async fn migration_history_is_kept_apart_from_the_applications() {
             (20, "per_key_limits".to_string()),
             (21, "per_key_rate_limits".to_string()),
             (22, "fair_turns".to_string()),
-            (23, "key_turns".to_string())
+            (23, "key_turns".to_string()),
+            (24, "limited_claims".to_string())
         ]
     );
     let sqlx_history: Option<String> =

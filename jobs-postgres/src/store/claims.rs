@@ -684,13 +684,54 @@ pub const CLAIM_FAIR_JOBS_AFTER: &str =
 
 /// Takes the advisory lock that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs or on their rate, or a per-key limit (see [`CLAIM_LIMITED_JOBS`]), until the
-/// transaction ends; and has the transaction's statements use their generic plans at once
-/// (`plan_cache_mode`, for this transaction alone): a claim of a kind with a per-key limit is
-/// planned, one-off, at about the cost of running it, and PostgreSQL would otherwise plan it
-/// again at every execution.
+/// transaction ends, and counts the claim in the kind's row of `jobs_limited_claims` (whose row
+/// lock is held as long: see [`sole_claim!`]); and has the transaction's statements use their
+/// generic plans at once (`plan_cache_mode`, for this transaction alone): a claim of a kind with
+/// a per-key limit is planned, one-off, at about the cost of running it, and PostgreSQL would
+/// otherwise plan it again at every execution.
 pub const LOCK_LIMITED_KIND: &str = "
-SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0)),
-       set_config('plan_cache_mode', 'force_generic_plan', true)";
+WITH locked AS (
+    SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0)) AS lock,
+           set_config('plan_cache_mode', 'force_generic_plan', true) AS plans
+), counted AS (
+    INSERT INTO jobs_limited_claims AS counted (kind, claims)
+    SELECT $1, 1 FROM locked
+    ON CONFLICT (kind) DO UPDATE SET claims = counted.claims + 1
+    RETURNING counted.claims
+)
+SELECT claims FROM counted";
+
+/// The CTEs of a claim of kind `$1` (which has a limit) that may run as a statement of its own,
+/// without [`LOCK_LIMITED_KIND`] before it: `kind_lock` takes the kind's advisory lock if no
+/// other transaction holds it, `claim_counted` then counts the claim in the kind's row of
+/// `jobs_limited_claims` (its row lock held until the statement commits), and `sole_claim`
+/// says whether the claim may take jobs (`sole`): only when it took the lock and the count it
+/// wrote is one more than the count the statement's snapshot saw.
+///
+/// A statement's snapshot is taken before it runs, so before the lock: a claim that committed in
+/// between would not be seen, nor would the jobs it started be counted. Every claim of a kind
+/// with a limit counts itself in that row, so the counts differ exactly then, and the claim takes
+/// nothing; the caller claims in a transaction that waits for the lock first. A claim of a
+/// worker that does not count its claims (a version before migration 24, during a rolling
+/// deploy) holds the advisory lock while it runs: a statement that finds the lock taken takes
+/// nothing either. Within a transaction that holds the lock and counted its claim already, the
+/// statement takes the lock again (it is its own), sees that count, and may take jobs.
+macro_rules! sole_claim {
+    () => {
+        "kind_lock AS (
+    SELECT pg_try_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0)) AS taken
+), claim_counted AS (
+    INSERT INTO jobs_limited_claims AS counted (kind, claims)
+    SELECT $1, 1 FROM kind_lock WHERE taken
+    ON CONFLICT (kind) DO UPDATE SET claims = counted.claims + 1
+    RETURNING counted.claims
+), sole_claim AS (
+    SELECT coalesce((SELECT claims FROM claim_counted)
+                      = coalesce((SELECT claims FROM jobs_limited_claims WHERE kind = $1), 0) + 1,
+                    false) AS sole
+)"
+    };
+}
 
 /// The limits of a limited claim, as two CTEs: `kept_starts`, the starts of kind `$1` still
 /// inside the longer of the window `$7` and its row's, and `room`, how many jobs the claim may
@@ -1059,6 +1100,8 @@ macro_rules! claim_key_turns {
         concat!(
             "
 WITH ",
+            sole_claim!(),
+            ", ",
             limited_room!(),
             ", ",
             running_by_key!(),
@@ -1071,6 +1114,7 @@ WITH ",
                 "statement_timestamp()",
                 concat!(
                     "
+      AND (SELECT sole FROM sole_claim)
       AND (SELECT keys FROM at_limit) = 0 AND (SELECT jobs FROM room) > 0",
                     $where
                 ),
@@ -1099,7 +1143,7 @@ WITH ",
                 "$1",
                 "statement_timestamp()",
                 "scanned",
-                "(SELECT $3::bigint)"
+                "(SELECT CASE WHEN sole THEN $3::bigint ELSE 0 END FROM sole_claim)"
             ),
             ",",
             claimed_prefix!("$9", turn_order!("turn_key"), "id", ""),
@@ -1112,9 +1156,11 @@ WITH ",
             round_reached!("$2", "$1"),
             "
 SELECT claimed.*, given.turns_given, at_limit.keys AS keys_at_limit,
-       (SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates) AS stopped_at_limit
+       (SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates) AS stopped_at_limit,
+       sole_claim.sole
 FROM (SELECT count(*) AS turns_given FROM turns_given) AS given
 CROSS JOIN at_limit
+CROSS JOIN sole_claim
 LEFT JOIN claimed ON true"
         )
     };
@@ -1124,11 +1170,13 @@ LEFT JOIN claimed ON true"
 /// rate limit, from queue `$2`, in turn order, each leased for `$5` seconds: no more than leave
 /// at most `$8` jobs with the same limit key running across all workers, nor than the kind's own
 /// limits allow (`$4`, `$6`, `$7` as in [`CLAIM_LIMITED_JOBS`]); but nothing at all when a key
-/// is at its limit already, for [`CLAIM_KEY_LIMITED_JOBS`] to walk the keys instead. Run after
-/// [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_FAIR_JOBS`] returns (the
+/// is at its limit already, for [`CLAIM_KEY_LIMITED_JOBS`] to walk the keys instead. Run as a
+/// statement of its own, it claims only when it has the kind to itself ([`sole_claim!`]); or run
+/// after [`LOCK_LIMITED_KIND`] in the same transaction. Returns what [`CLAIM_FAIR_JOBS`] returns (the
 /// jobs with their turns and keys, in any order, and `turns_given`), and on every row
 /// `keys_at_limit`, how many keys were at their limit (when not 0, the claim read nothing), and
-/// `stopped_at_limit`, whether it stopped before a job its key had no room for. Of the jobs beyond the
+/// `stopped_at_limit`, whether it stopped before a job its key had no room for, and `sole`,
+/// whether it had the kind to itself (when not, it took nothing). Of the jobs beyond the
 /// first `$9` in turn order (the free slots; the rest are claimed ahead of them), it takes those
 /// before the first on its last attempt ([`claimed_prefix!`]).
 ///
@@ -1146,7 +1194,9 @@ LEFT JOIN claimed ON true"
 ///
 /// The claim records the round it reached and gives turns to the jobs that became due without one,
 /// as [`CLAIM_FAIR_JOBS`] does. Like every limited claim, it waits for its commit to be flushed
-/// (its running jobs must count after a crash).
+/// (its running jobs must count after a crash). A statement of its own is one round trip where a
+/// transaction takes four (`BEGIN`, the lock, the claim, `COMMIT`); it is planned one-off for its
+/// first five executions on a connection only, as the other claims are.
 pub const CLAIM_KEY_TURNS: &str = claim_key_turns!("");
 
 /// Claims as [`CLAIM_KEY_TURNS`] does, but only jobs of priority `$10` after the place `($11,
@@ -1656,71 +1706,48 @@ pub async fn claim_key_limited(
         limits,
         lease,
     };
-    let limit = count.free.saturating_add(count.ahead);
-    let mut transaction = connection.begin().await?;
-    sqlx::query(LOCK_LIMITED_KIND)
-        .bind(kind)
-        .execute(&mut *transaction)
-        .await?;
-    let mut jobs: Vec<ClaimedJob> = Vec::new();
-    let mut walk = true;
-    if limits.rate_limit_per_key.is_none() && !round.walks_keys() {
+    let in_turns = limits.rate_limit_per_key.is_none() && !round.walks_keys();
+    // Without a rate limit, the claim in turn order goes first as a statement of its own, which
+    // claims only when it has the kind to itself; when it is all the claim needs, it is the whole
+    // claim, and otherwise a transaction claims the rest after it.
+    let mut sole = None;
+    if in_turns && limits.rate_limit.is_none() {
         let by_turns = claim
-            .by_turns(&mut transaction, count, round.turn_place.as_ref())
+            .by_turns(&mut *connection, count, round.turn_place.as_ref())
             .await?;
-        round.keys_at_limit = by_turns.keys_at_limit;
-        if by_turns.keys_at_limit == 0 {
-            jobs = by_turns.jobs;
-            let mut at_limit = by_turns.stopped_at_limit;
-            if !at_limit && by_turns.turns_given && jobs.len() < limit {
-                // The jobs just given turns come after every job the claim read: another claim
-                // from where it ended takes them.
-                let from = jobs
-                    .last()
-                    .and_then(ClaimedJob::fair_place)
-                    .or_else(|| round.turn_place.clone());
-                let more = claim
-                    .by_turns(
-                        &mut transaction,
-                        count.after_taking(jobs.len()),
-                        from.as_ref(),
-                    )
-                    .await?;
-                round.keys_at_limit = more.keys_at_limit;
-                at_limit = more.keys_at_limit > 0 || more.stopped_at_limit;
-                jobs.extend(more.jobs);
+        if by_turns.sole {
+            round.keys_at_limit = by_turns.keys_at_limit;
+            if by_turns.is_whole_claim(count) {
+                return Ok(LimitedClaim::unlimited(by_turns.jobs));
             }
-            // A key the claims brought to its limit stopped them: the keys are walked for the
-            // free slots still empty.
-            walk = at_limit && jobs.len() < count.free;
+            sole = Some(by_turns);
         }
     }
-    if walk {
-        claim
-            .walking_keys(&mut transaction, count, round, &mut jobs)
-            .await?;
+    // The jobs it took come first; should the transaction fail, they are claimed all the same.
+    let mut jobs: Vec<ClaimedJob> = Vec::new();
+    let sole = sole.map(|mut by_turns| {
+        jobs = std::mem::take(&mut by_turns.jobs);
+        by_turns
+    });
+    let committed = jobs.len();
+    let claimed = claim
+        .in_transaction(connection, count, round, sole, in_turns, &mut jobs)
+        .await;
+    match claimed {
+        Ok((walked_keys, held_back, rate_room_in)) => Ok(LimitedClaim {
+            jobs,
+            rate_room_in,
+            held_back,
+            walked_keys,
+        }),
+        // The jobs the statement of its own took are claimed, whatever became of the rest.
+        Err(error) if committed > 0 => {
+            tracing::warn!(kind, %error, "claiming after a claim in turn order failed");
+            jobs.truncate(committed);
+            Ok(LimitedClaim::unlimited(jobs))
+        }
+        Err(error) => Err(error),
     }
-    if jobs.len() < count.free {
-        claim
-            .unkeyed(&mut transaction, count, round, &mut jobs)
-            .await?;
-    }
-    let (held_back, rate_room_in) = held_back(
-        &mut transaction,
-        kind,
-        &[queue.to_owned()],
-        count.free,
-        &jobs,
-        limits.rate_limit,
-    )
-    .await?;
-    transaction.commit().await?;
-    Ok(LimitedClaim {
-        jobs,
-        rate_room_in,
-        held_back,
-        walked_keys: walk,
-    })
 }
 
 impl ClaimCount {
@@ -1757,9 +1784,101 @@ struct KeyTurns {
     keys_at_limit: i64,
     /// Whether it stopped at a job its key's limit left no room for.
     stopped_at_limit: bool,
+    /// Whether it had the kind to itself, and so may have claimed ([`sole_claim!`]): when not,
+    /// it took nothing, and the rest says nothing.
+    sole: bool,
+}
+
+impl KeyTurns {
+    /// Whether, claiming for `count`, it is all the claim needs: no key was at its limit, it
+    /// filled the free slots, and it left no room that another claim would fill (past the jobs it
+    /// gave turns, or, for the free slots, by walking the keys).
+    fn is_whole_claim(&self, count: ClaimCount) -> bool {
+        let limit = count.free.saturating_add(count.ahead);
+        self.keys_at_limit == 0
+            && self.jobs.len() >= count.free
+            && !(self.turns_given && self.jobs.len() < limit)
+    }
 }
 
 impl KeyClaim<'_> {
+    /// The claim of [`claim_key_limited`] in a transaction that holds the kind's lock, onto
+    /// `jobs`: by turns when `in_turns` (going on from `sole`, the claim in turn order already
+    /// made and committed, when there is one, whose jobs are in `jobs` already), walking the keys otherwise or for the free slots a
+    /// key's limit left empty, then the jobs without a key, and whether jobs were held back.
+    /// Returns whether it walked the keys, whether jobs were held back, and when the kind's rate
+    /// limit lets the next job start.
+    async fn in_transaction(
+        &self,
+        connection: &mut PgConnection,
+        count: ClaimCount,
+        round: &mut KeyRound,
+        sole: Option<KeyTurns>,
+        in_turns: bool,
+        jobs: &mut Vec<ClaimedJob>,
+    ) -> Result<(bool, bool, Option<Duration>), sqlx::Error> {
+        let limit = count.free.saturating_add(count.ahead);
+        let mut transaction = connection.begin().await?;
+        sqlx::query(LOCK_LIMITED_KIND)
+            .bind(self.kind)
+            .execute(&mut *transaction)
+            .await?;
+        let mut walk = true;
+        if in_turns {
+            let by_turns = match sole {
+                Some(by_turns) => by_turns,
+                None => {
+                    self.by_turns(&mut transaction, count, round.turn_place.as_ref())
+                        .await?
+                }
+            };
+            round.keys_at_limit = by_turns.keys_at_limit;
+            if by_turns.keys_at_limit == 0 {
+                jobs.extend(by_turns.jobs);
+                let mut at_limit = by_turns.stopped_at_limit;
+                if !at_limit && by_turns.turns_given && jobs.len() < limit {
+                    // The jobs just given turns come after every job the claim read: another
+                    // claim from where it ended takes them.
+                    let from = jobs
+                        .last()
+                        .and_then(ClaimedJob::fair_place)
+                        .or_else(|| round.turn_place.clone());
+                    let more = self
+                        .by_turns(
+                            &mut transaction,
+                            count.after_taking(jobs.len()),
+                            from.as_ref(),
+                        )
+                        .await?;
+                    round.keys_at_limit = more.keys_at_limit;
+                    at_limit = more.keys_at_limit > 0 || more.stopped_at_limit;
+                    jobs.extend(more.jobs);
+                }
+                // A key the claims brought to its limit stopped them: the keys are walked for
+                // the free slots still empty.
+                walk = at_limit && jobs.len() < count.free;
+            }
+        }
+        if walk {
+            self.walking_keys(&mut transaction, count, round, jobs)
+                .await?;
+        }
+        if jobs.len() < count.free {
+            self.unkeyed(&mut transaction, count, round, jobs).await?;
+        }
+        let (held_back, rate_room_in) = held_back(
+            &mut transaction,
+            self.kind,
+            &[self.queue.to_owned()],
+            count.free,
+            jobs,
+            self.limits.rate_limit,
+        )
+        .await?;
+        transaction.commit().await?;
+        Ok((walk, held_back, rate_room_in))
+    }
+
     /// The kind's rate limit, as the claims bind it: jobs, and the window's seconds.
     fn rate(&self) -> (Option<i32>, Option<f64>) {
         let rate = self.limits.rate_limit;
@@ -1807,6 +1926,7 @@ impl KeyClaim<'_> {
             turns_given: row.try_get::<i64, _>("turns_given")? > 0,
             keys_at_limit: row.try_get("keys_at_limit")?,
             stopped_at_limit: row.try_get("stopped_at_limit")?,
+            sole: row.try_get("sole")?,
             jobs: jobs_of_turn_claim(&rows)?,
         })
     }

@@ -1,0 +1,164 @@
+//! A per-key limited claim in turn order runs as a statement of its own, without waiting for
+//! the kind's lock: it claims only when it had the kind to itself, and never counts the running
+//! jobs from a snapshot that misses another claim.
+
+use std::time::Duration;
+
+use jobs::postgres::__private::sql;
+use jobs::postgres::__private::store::{claim_key_limited, ClaimCount, ClaimLimits, KeyRound};
+use sqlx::{Connection, PgConnection, Row};
+
+use crate::support::Db;
+
+/// Ready `per_merchant` jobs: two of merchant a, one of b, in that order.
+async fn two_merchants() -> (Db, [i64; 3]) {
+    let db = Db::new().await;
+    db.insert_keyed("per_merchant", "limit_key", "{}", &["a", "a", "b"])
+        .await;
+    let ids: Vec<i64> = db.column("SELECT id FROM jobs_queue ORDER BY id").await;
+    (db, [ids[0], ids[1], ids[2]])
+}
+
+/// Starts job `id` in `transaction`, as a claim does (running, leased).
+async fn start_in(transaction: &mut PgConnection, id: i64) {
+    sqlx::query(
+        "UPDATE jobs_queue SET state = 'running', attempts = attempts + 1,
+                lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 hour',
+                attempted_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .execute(transaction)
+    .await
+    .unwrap();
+}
+
+/// [`sql::CLAIM_KEY_TURNS`] as a statement of its own, for up to 4 `per_merchant` jobs with at
+/// most one running per merchant: whether it had the kind to itself, and the ids it took.
+async fn claim_by_turns_alone(conn: &mut PgConnection) -> (bool, Vec<i64>) {
+    let rows = sqlx::query(sql::CLAIM_KEY_TURNS)
+        .bind("per_merchant")
+        .bind("default")
+        .bind(4_i64)
+        .bind(None::<i64>)
+        .bind(30.0_f64)
+        .bind(None::<i32>)
+        .bind(None::<f64>)
+        .bind(1_i64)
+        .bind(4_i64)
+        .fetch_all(conn)
+        .await
+        .unwrap();
+    let ids = rows
+        .iter()
+        .filter_map(|row| row.get::<Option<i64>, _>("id"))
+        .collect();
+    (rows[0].get("sole"), ids)
+}
+
+/// The ready jobs, by id.
+async fn ready(db: &Db) -> Vec<i64> {
+    db.column("SELECT id FROM jobs_queue WHERE state = 'ready' ORDER BY id")
+        .await
+}
+
+/// Waits until a statement of the test's database waits for a lock.
+async fn wait_for_a_lock_wait(db: &Db) {
+    db.wait_for_count_at_least(
+        "the claim to wait for a lock",
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        1,
+    )
+    .await;
+}
+
+/// A claim that commits after the statement's snapshot was taken, while the statement waits to
+/// count its own claim: the statement would count merchant a's running jobs without it, and take
+/// a's second job past a's limit of 1. It takes nothing, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_its_own_takes_nothing_when_another_committed_after_its_snapshot() {
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    // Another claim, as a worker makes it: it counts itself, and starts a's first job.
+    let mut other = PgConnection::connect(db.url()).await.unwrap();
+    let mut other_claim = other.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO jobs_limited_claims AS counted (kind, claims) VALUES ('per_merchant', 1)
+         ON CONFLICT (kind) DO UPDATE SET claims = counted.claims + 1",
+    )
+    .execute(&mut *other_claim)
+    .await
+    .unwrap();
+    start_in(&mut other_claim, a1).await;
+
+    let url = db.url().to_owned();
+    let claim = tokio::spawn(async move {
+        let mut conn = PgConnection::connect(&url).await.unwrap();
+        claim_by_turns_alone(&mut conn).await
+    });
+    wait_for_a_lock_wait(&db).await;
+    other_claim.commit().await.unwrap();
+
+    assert_eq!(claim.await.unwrap(), (false, vec![]));
+    assert_eq!(ready(&db).await, [a2, b1]);
+}
+
+/// A worker of a version that does not count its claims holds the kind's advisory lock while it
+/// claims: a claim of its own takes nothing then, and the worker's claim waits for the lock and
+/// counts what that claim started (merchant a at its limit of 1: only b's job is taken).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    let mut other = PgConnection::connect(db.url()).await.unwrap();
+    let mut other_claim = other.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))")
+        .bind("per_merchant")
+        .execute(&mut *other_claim)
+        .await
+        .unwrap();
+    start_in(&mut other_claim, a1).await;
+
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    assert_eq!(claim_by_turns_alone(&mut conn).await, (false, vec![]));
+
+    let claim = tokio::spawn(async move {
+        let limits = ClaimLimits {
+            max_running: None,
+            rate_limit: None,
+            max_running_per_key: Some(1),
+            rate_limit_per_key: None,
+        };
+        let mut round = KeyRound::new(Duration::from_secs(3600));
+        let count = ClaimCount { free: 4, ahead: 0 };
+        let claim = claim_key_limited(
+            &mut conn,
+            "per_merchant",
+            "default",
+            count,
+            limits,
+            Duration::from_secs(30),
+            &mut round,
+        )
+        .await
+        .unwrap();
+        claim.jobs.iter().map(|job| job.id).collect::<Vec<i64>>()
+    });
+    wait_for_a_lock_wait(&db).await;
+    other_claim.commit().await.unwrap();
+
+    assert_eq!(claim.await.unwrap(), [b1]);
+    assert_eq!(ready(&db).await, [a2]);
+}
+
+/// With the kind to itself, the statement claims, and counts its claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_its_own_with_the_kind_to_itself_claims_and_counts_itself() {
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    assert_eq!(claim_by_turns_alone(&mut conn).await, (true, vec![a1, b1]));
+    assert_eq!(ready(&db).await, [a2]);
+    let claims: Vec<i64> = db
+        .column("SELECT claims FROM jobs_limited_claims WHERE kind = 'per_merchant'")
+        .await;
+    assert_eq!(claims, [1]);
+}
