@@ -895,12 +895,25 @@ macro_rules! kept_key_starts {
 /// microsecond per key running, once per claim).
 macro_rules! running_by_key {
     () => {
-        "running_keys AS (
-    SELECT limit_key AS key, count(*) AS running FROM jobs_queue
-    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
-    GROUP BY limit_key
-), running_by_key AS (
+        concat!(
+            running_keys!(),
+            ", running_by_key AS (
     SELECT coalesce(jsonb_object_agg(key, running), '{}') AS running FROM running_keys
+)"
+        )
+    };
+}
+
+/// The CTE `running_keys`: the running jobs of kind `$1` counted per limit key (`key`,
+/// `running`), through the index of running jobs, bounded by all workers' slots. The keys are
+/// grouped byte by byte (the `C` collation: the same groups, as text equality is byte equality,
+/// without sorting by the database's collation).
+macro_rules! running_keys {
+    () => {
+        "running_keys AS (
+    SELECT limit_key COLLATE \"C\" AS key, count(*) AS running FROM jobs_queue
+    WHERE state = 'running' AND kind = $1 AND limit_key IS NOT NULL
+    GROUP BY 1
 )"
     };
 }
@@ -1104,7 +1117,7 @@ WITH ",
             ", ",
             limited_room!(),
             ", ",
-            running_by_key!(),
+            running_keys!(),
             ", at_limit AS (
     SELECT count(*) AS keys FROM running_keys WHERE running >= $8
 ), scanned AS (",
@@ -1121,7 +1134,16 @@ WITH ",
                 "(SELECT jobs FROM room)"
             ),
             "
+), all_fit AS (
+    SELECT NOT EXISTS (
+        SELECT FROM (SELECT turn_key, count(*) AS jobs FROM scanned GROUP BY turn_key) AS read
+        LEFT JOIN running_keys ON running_keys.key = read.turn_key COLLATE \"C\"
+        WHERE read.jobs > $8 - coalesce(running_keys.running, 0)
+    ) AS fit
 ), candidates AS (
+    SELECT id, priority, fair_turn, turn_key, spare FROM scanned
+    WHERE (SELECT fit FROM all_fit)
+    UNION ALL
     SELECT id, priority, fair_turn, turn_key, spare FROM (
         SELECT id, priority, fair_turn, turn_key, spare,
                bool_and(nth <= room) OVER (ORDER BY ",
@@ -1131,9 +1153,10 @@ WITH ",
             SELECT scanned.*,
                    row_number() OVER (PARTITION BY turn_key
                                       ORDER BY priority DESC, fair_turn, id) AS nth,
-                   $8 - coalesce(((SELECT running FROM running_by_key) ->> turn_key)::bigint, 0)
-                     AS room
+                   $8 - coalesce(running_keys.running, 0) AS room
             FROM scanned
+            LEFT JOIN running_keys ON running_keys.key = scanned.turn_key COLLATE \"C\"
+            WHERE NOT (SELECT fit FROM all_fit)
         ) AS of_key
     ) AS in_order
     WHERE before_limit
