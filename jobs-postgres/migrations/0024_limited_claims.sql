@@ -10,6 +10,8 @@
 
 CREATE TABLE jobs_limited_claims (
     kind   text   PRIMARY KEY,
-    -- How many claims of the kind have committed since the row was made.
+    -- How many times claims of the kind counted themselves since the row was made: once for each
+    -- transaction that took the lock (and each claim statement in it), and each statement of its
+    -- own that took it, whether or not they took jobs.
     claims bigint NOT NULL
 );

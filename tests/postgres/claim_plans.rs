@@ -517,6 +517,7 @@ async fn a_fair_claim_keeps_one_plan_per_connection() {
          FROM generate_series(1, 5000) AS n",
     )
     .await;
+    among_other_kinds(&db).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let calls: usize = 12;
     for call in 0..calls {
@@ -924,8 +925,21 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
     assert_eq!(check_key_turns_claim(&db, None, 16).await, [1, 1]);
 }
 
-/// A database of 5,000 ready jobs of `per_merchant` over 200 merchants, and a connection to it
-/// on which `calls` claims in turn order ran, for 1, 16 and 144 jobs, from the front and from
+/// Adds 300,000 ready jobs of 10 other kinds and has PostgreSQL's statistics see them: the kind
+/// claimed is a small part of the table, which a plan made for its name (one-off) would count on,
+/// and PostgreSQL would then plan the claims one-off at every execution.
+async fn among_other_kinds(db: &Db) {
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts)
+         SELECT 'other_' || (n % 10), 'default', '{}', 8 FROM generate_series(1, 300000) AS n",
+    )
+    .await;
+    db.execute("ANALYZE jobs_queue").await;
+}
+
+/// A database of 5,000 ready jobs of `per_merchant` over 200 merchants among 300,000 of other
+/// kinds ([`among_other_kinds`]), and a connection to it on which `calls` claims in turn order
+/// ran, for 1, 16 and 144 jobs, from the front and from
 /// where the last one ended: in a transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`,
 /// and as statements of their own otherwise (as a worker first runs them).
 async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection<Postgres>) {
@@ -937,6 +951,7 @@ async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection
          FROM generate_series(1, 5000) AS n",
     )
     .await;
+    among_other_kinds(&db).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let mut place: Option<FairPlace> = None;
     for call in 0..calls {

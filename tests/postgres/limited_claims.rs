@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use jobs::postgres::__private::sql;
 use jobs::postgres::__private::store::{claim_key_limited, ClaimCount, ClaimLimits, KeyRound};
+use jobs::RateLimit;
 use sqlx::{Connection, PgConnection, Row};
 
 use crate::support::Db;
@@ -150,6 +151,62 @@ async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
     assert_eq!(ready(&db).await, [a2]);
 }
 
+/// How many times claims of `per_merchant` counted themselves.
+async fn claims_counted(db: &Db) -> Vec<i64> {
+    db.column("SELECT claims FROM jobs_limited_claims WHERE kind = 'per_merchant'")
+        .await
+}
+
+/// A claim in a transaction (here one that walks the keys, under a per-key rate limit) counts
+/// itself as a statement of its own does: a statement of its own whose snapshot missed it would
+/// see the count differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_in_a_transaction_counts_itself_too() {
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    let mut round = KeyRound::new(Duration::from_secs(3600));
+    let one_each = ClaimLimits {
+        max_running: None,
+        rate_limit: None,
+        max_running_per_key: Some(1),
+        rate_limit_per_key: None,
+    };
+    let walking = ClaimLimits {
+        rate_limit_per_key: Some(RateLimit::new(1000, Duration::from_secs(1)).unwrap()),
+        ..one_each
+    };
+    let count = ClaimCount { free: 1, ahead: 0 };
+    let lease = Duration::from_secs(30);
+    let alone = claim_key_limited(
+        &mut conn,
+        "per_merchant",
+        "default",
+        count,
+        one_each,
+        lease,
+        &mut round,
+    )
+    .await
+    .unwrap();
+    assert_eq!(alone.jobs[0].id, a1);
+    assert_eq!(claims_counted(&db).await, [1]);
+    let in_transaction = claim_key_limited(
+        &mut conn,
+        "per_merchant",
+        "default",
+        count,
+        walking,
+        lease,
+        &mut round,
+    )
+    .await
+    .unwrap();
+    assert!(in_transaction.walked_keys);
+    assert_eq!(in_transaction.jobs[0].id, b1);
+    assert_eq!(claims_counted(&db).await, [2]);
+    assert_eq!(ready(&db).await, [a2]);
+}
+
 /// With the kind to itself, the statement claims, and counts its claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_its_own_with_the_kind_to_itself_claims_and_counts_itself() {
@@ -157,8 +214,5 @@ async fn a_claim_of_its_own_with_the_kind_to_itself_claims_and_counts_itself() {
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
     assert_eq!(claim_by_turns_alone(&mut conn).await, (true, vec![a1, b1]));
     assert_eq!(ready(&db).await, [a2]);
-    let claims: Vec<i64> = db
-        .column("SELECT claims FROM jobs_limited_claims WHERE kind = 'per_merchant'")
-        .await;
-    assert_eq!(claims, [1]);
+    assert_eq!(claims_counted(&db).await, [1]);
 }
