@@ -998,31 +998,28 @@ async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection
     (db, conn)
 }
 
+/// The plans [`claims_by_turns_made`] made on its connection, of [`sql::CLAIM_KEY_TURNS`] then
+/// [`sql::CLAIM_KEY_TURNS_AFTER`]: `(generic, one-off)` each.
+async fn plans_of_claims_by_turns(calls: usize, locked: bool) -> Vec<(i64, i64)> {
+    let (_db, mut conn) = claims_by_turns_made(calls, locked).await;
+    let mut plans = Vec::new();
+    for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
+        plans.push(plans_made(&mut conn, statement).await);
+    }
+    plans
+}
+
 /// The per-key limited claims in turn order, run in a transaction after
 /// [`sql::LOCK_LIMITED_KIND`], are planned once per connection, whatever the number of jobs asked
-/// for and wherever they start.
+/// for and wherever they start: their generic plan at every execution, no one-off plan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
-    let (_db, mut conn) = claims_by_turns_made(12, true).await;
-    for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
-        assert_eq!(
-            plans_made(&mut conn, statement).await,
-            (6, 0),
-            "planned once: its generic plan at every execution, no custom plan"
-        );
-    }
+    assert_eq!(plans_of_claims_by_turns(12, true).await, [(6, 0), (6, 0)]);
 }
 
 /// The per-key limited claims in turn order, run as statements of their own (as a worker first
 /// runs them), are planned one-off only for their first five executions on a connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_of_its_own_keeps_one_plan_per_connection() {
-    let (_db, mut conn) = claims_by_turns_made(24, false).await;
-    for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
-        assert_eq!(
-            plans_made(&mut conn, statement).await,
-            (7, 5),
-            "planned one-off only for the first five executions"
-        );
-    }
+    assert_eq!(plans_of_claims_by_turns(24, false).await, [(7, 5), (7, 5)]);
 }

@@ -697,6 +697,25 @@ pub const CLAIM_FAIR_JOBS_AFTER: &str = claim_fair_jobs!(after_turn_place!(
     "$9"
 ));
 
+/// The CTE `claim_counted`: counts a claim of kind `$1` in the kind's row of
+/// `jobs_limited_claims` (making it at the first), once for each row of `$from` (an SQL `FROM`
+/// list, with its conditions); returns the count written (`claims`). The row stays locked until
+/// the claim's transaction ends.
+macro_rules! claim_counted {
+    ($from:literal) => {
+        concat!(
+            "claim_counted AS (
+    INSERT INTO jobs_limited_claims AS counted (kind, claims)
+    SELECT $1, 1 FROM ",
+            $from,
+            "
+    ON CONFLICT (kind) DO UPDATE SET claims = counted.claims + 1
+    RETURNING counted.claims
+)"
+        )
+    };
+}
+
 /// Takes the advisory lock that serializes the claims of kind `$1`, which has a limit on its
 /// running jobs or on their rate, or a per-key limit (see [`CLAIM_LIMITED_JOBS`]), until the
 /// transaction ends, and counts the claim in the kind's row of `jobs_limited_claims` (whose row
@@ -704,17 +723,16 @@ pub const CLAIM_FAIR_JOBS_AFTER: &str = claim_fair_jobs!(after_turn_place!(
 /// generic plans at once (`plan_cache_mode`, for this transaction alone): a claim of a kind with
 /// a per-key limit is planned, one-off, at about the cost of running it, and PostgreSQL would
 /// otherwise plan it again at every execution.
-pub const LOCK_LIMITED_KIND: &str = "
+pub const LOCK_LIMITED_KIND: &str = concat!(
+    "
 WITH locked AS (
     SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0)) AS lock,
            set_config('plan_cache_mode', 'force_generic_plan', true) AS plans
-), counted AS (
-    INSERT INTO jobs_limited_claims AS counted (kind, claims)
-    SELECT $1, 1 FROM locked
-    ON CONFLICT (kind) DO UPDATE SET claims = counted.claims + 1
-    RETURNING counted.claims
-)
-SELECT claims FROM counted";
+), ",
+    claim_counted!("locked"),
+    "
+SELECT claims FROM claim_counted"
+);
 
 /// The CTEs of a claim of kind `$1` (which has a limit) that may run as a statement of its own,
 /// without [`LOCK_LIMITED_KIND`] before it: `kind_lock` takes the kind's advisory lock if no
@@ -736,18 +754,17 @@ SELECT claims FROM counted";
 /// statement takes the lock again (it is its own), sees that count, and may take jobs.
 macro_rules! sole_claim {
     () => {
-        "kind_lock AS (
+        concat!(
+            "kind_lock AS (
     SELECT pg_try_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0)) AS taken
-), claim_counted AS (
-    INSERT INTO jobs_limited_claims AS counted (kind, claims)
-    SELECT $1, 1 FROM kind_lock WHERE taken
-    ON CONFLICT (kind) DO UPDATE SET claims = counted.claims + 1
-    RETURNING counted.claims
-), sole_claim AS (
+), ",
+            claim_counted!("kind_lock WHERE taken"),
+            ", sole_claim AS (
     SELECT coalesce((SELECT claims FROM claim_counted)
                       = coalesce((SELECT claims FROM jobs_limited_claims WHERE kind = $1), 0) + 1,
                     false) AS sole
 )"
+        )
     };
 }
 
@@ -1857,10 +1874,16 @@ impl KeyTurns {
     /// filled the free slots, and it left no room that another claim would fill (past the jobs it
     /// gave turns, or, for the free slots, by walking the keys).
     fn is_whole_claim(&self, count: ClaimCount) -> bool {
-        let limit = count.free.saturating_add(count.ahead);
         self.keys_at_limit == 0
             && self.jobs.len() >= count.free
-            && !(self.turns_given && !self.stopped_at_limit && self.jobs.len() < limit)
+            && !self.leaves_turns_given(self.jobs.len(), count)
+    }
+
+    /// Whether, once `taken` jobs were claimed for `count`, another claim in turn order from
+    /// where it ended would take more: it gave turns to jobs (which come after every job it read)
+    /// and stopped neither at a key's limit nor for want of room.
+    fn leaves_turns_given(&self, taken: usize, count: ClaimCount) -> bool {
+        self.turns_given && !self.stopped_at_limit && taken < count.free.saturating_add(count.ahead)
     }
 }
 
@@ -1880,7 +1903,6 @@ impl KeyClaim<'_> {
         in_turns: bool,
         jobs: &mut Vec<ClaimedJob>,
     ) -> Result<(bool, bool, Option<Duration>), sqlx::Error> {
-        let limit = count.free.saturating_add(count.ahead);
         let mut transaction = connection.begin().await?;
         sqlx::query(LOCK_LIMITED_KIND)
             .bind(self.kind)
@@ -1897,9 +1919,10 @@ impl KeyClaim<'_> {
             };
             round.keys_at_limit = by_turns.keys_at_limit;
             if by_turns.keys_at_limit == 0 {
-                jobs.extend(by_turns.jobs);
                 let mut at_limit = by_turns.stopped_at_limit;
-                if !at_limit && by_turns.turns_given && jobs.len() < limit {
+                let goes_on = by_turns.leaves_turns_given(jobs.len() + by_turns.jobs.len(), count);
+                jobs.extend(by_turns.jobs);
+                if goes_on {
                     // The jobs just given turns come after every job the claim read: another
                     // claim from where it ended takes them.
                     let from = jobs
