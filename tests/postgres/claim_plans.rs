@@ -828,16 +828,39 @@ async fn claims_from_the_last_place_keep_one_plan_per_connection() {
     );
 }
 
-/// [`check_plans`] of a per-key limited claim in turn order of `wanted` `per_merchant` jobs, 16
-/// for free slots and the rest ahead of them, from queue `default`, at most 2 running per key:
-/// from the front ([`sql::CLAIM_KEY_TURNS`]), or after `place`
-/// ([`sql::CLAIM_KEY_TURNS_AFTER`]); allowed [`MAX_BUFFERS`] per 16 jobs; returns the rows each
-/// plan took. Both plans are generic, as a worker runs the claim (after
-/// [`sql::LOCK_LIMITED_KIND`]); their estimated cost stays under `jit_above_cost`.
-async fn check_key_turns_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) -> [i64; 2] {
+/// The per-key limited claims in turn order: a statement of its own, which takes all the jobs it
+/// read or none ([`sql::CLAIM_KEY_TURNS`], [`sql::CLAIM_KEY_TURNS_AFTER`]), and the claim in a
+/// transaction, which takes them up to the first whose key has no room
+/// ([`sql::CLAIM_KEY_TURNS_TO_LIMIT`], [`sql::CLAIM_KEY_TURNS_TO_LIMIT_AFTER`]): each named,
+/// from the front and after a place.
+const KEY_TURN_CLAIMS: [(&str, [&str; 2]); 2] = [
+    (
+        "CLAIM_KEY_TURNS",
+        [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER],
+    ),
+    (
+        "CLAIM_KEY_TURNS_TO_LIMIT",
+        [
+            sql::CLAIM_KEY_TURNS_TO_LIMIT,
+            sql::CLAIM_KEY_TURNS_TO_LIMIT_AFTER,
+        ],
+    ),
+];
+
+/// [`check_plans`] of a per-key limited claim in turn order (`claim`, of [`KEY_TURN_CLAIMS`]) of
+/// `wanted` `per_merchant` jobs, 16 for free slots and the rest ahead of them, from queue
+/// `default`, at most 2 running per key: from the front, or after `place`; allowed
+/// [`MAX_BUFFERS`] per 16 jobs; returns the rows each plan took. Both plans are generic, as a
+/// worker runs the claim; their estimated cost stays under `jit_above_cost`.
+async fn check_key_turns_claim(
+    db: &Db,
+    (name, statements): (&str, [&str; 2]),
+    place: Option<&FairPlace>,
+    wanted: i64,
+) -> [i64; 2] {
     let statement = match place {
-        None => sql::CLAIM_KEY_TURNS,
-        Some(_) => sql::CLAIM_KEY_TURNS_AFTER,
+        None => statements[0],
+        Some(_) => statements[1],
     };
     let explain = explain_analyze(statement);
     let query = sqlx::query_scalar(&explain)
@@ -861,16 +884,7 @@ async fn check_key_turns_claim(db: &Db, place: Option<&FairPlace>, wanted: i64) 
         "2".to_string(),
         "16".to_string(),
     ];
-    check_turn_claim(
-        db,
-        "CLAIM_KEY_TURNS",
-        statement,
-        query,
-        arguments,
-        place,
-        wanted,
-    )
-    .await
+    check_turn_claim(db, name, statement, query, arguments, place, wanted).await
 }
 
 /// While no key is at its limit, a per-key limited claim reads one range of the turn index, as
@@ -898,20 +912,27 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
     let in_a_round = turn_place(&db, "per_merchant", "limit_key", "merchant 0500", 50).await;
     let past_the_rounds =
         turn_place(&db, "per_merchant", "limit_key", "merchant flood", 50_000).await;
-    for place in [None, Some(&in_a_round)] {
-        assert_eq!(check_key_turns_claim(&db, place, 16).await, [16, 16]);
-        assert_eq!(check_key_turns_claim(&db, place, 144).await, [144, 144]);
+    for claim in KEY_TURN_CLAIMS {
+        for place in [None, Some(&in_a_round)] {
+            assert_eq!(check_key_turns_claim(&db, claim, place, 16).await, [16, 16]);
+            assert_eq!(
+                check_key_turns_claim(&db, claim, place, 144).await,
+                [144, 144]
+            );
+        }
     }
     // Past the other merchants' last turns, the flood merchant's jobs alone: the claim reads as
-    // many as it may take, and takes 2, its limit.
-    assert_eq!(
-        check_key_turns_claim(&db, Some(&past_the_rounds), 16).await,
-        [2, 2]
-    );
-    assert_eq!(
-        check_key_turns_claim(&db, Some(&past_the_rounds), 144).await,
-        [2, 2]
-    );
+    // many as it may take; in a transaction it takes 2, its limit, and as a statement of its own
+    // none (one row without a job).
+    let [alone, in_transaction] = KEY_TURN_CLAIMS;
+    for (claim, taken) in [(alone, [1, 1]), (in_transaction, [2, 2])] {
+        for wanted in [16, 144] {
+            assert_eq!(
+                check_key_turns_claim(&db, claim, Some(&past_the_rounds), wanted).await,
+                taken
+            );
+        }
+    }
     // Two jobs of one merchant running: its limit of 2 is reached, and the claim reads nothing
     // (one row without a job).
     db.execute(
@@ -922,7 +943,9 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
          FROM generate_series(1, 2)",
     )
     .await;
-    assert_eq!(check_key_turns_claim(&db, None, 16).await, [1, 1]);
+    for claim in KEY_TURN_CLAIMS {
+        assert_eq!(check_key_turns_claim(&db, claim, None, 16).await, [1, 1]);
+    }
 }
 
 /// Adds 300,000 ready jobs of 10 other kinds and has PostgreSQL's statistics see them: the kind
@@ -940,8 +963,9 @@ async fn among_other_kinds(db: &Db) {
 /// A database of 5,000 ready jobs of `per_merchant` over 200 merchants among 300,000 of other
 /// kinds ([`among_other_kinds`]), and a connection to it on which `calls` claims in turn order
 /// ran, for 1, 16 and 144 jobs, from the front and from
-/// where the last one ended: in a transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`,
-/// and as statements of their own otherwise (as a worker first runs them).
+/// where the last one ended: in a transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`
+/// ([`sql::CLAIM_KEY_TURNS_TO_LIMIT`] and its `_AFTER`), and as statements of their own
+/// otherwise ([`sql::CLAIM_KEY_TURNS`] and its `_AFTER`, as a worker first runs them).
 async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection<Postgres>) {
     let db = Db::new().await;
     db.execute(
@@ -958,9 +982,10 @@ async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection
         let limit: i64 = [1, 16, 144][call % 3];
         // From the front, then from where that one ended.
         let after = place.take().filter(|_| call % 2 == 1);
+        let statements = key_turn_claims(locked);
         let query = sqlx::query(match after {
-            None => sql::CLAIM_KEY_TURNS,
-            Some(_) => sql::CLAIM_KEY_TURNS_AFTER,
+            None => statements[0],
+            Some(_) => statements[1],
         })
         .bind("per_merchant")
         .bind("default")
@@ -998,12 +1023,24 @@ async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection
     (db, conn)
 }
 
-/// The plans [`claims_by_turns_made`] made on its connection, of [`sql::CLAIM_KEY_TURNS`] then
-/// [`sql::CLAIM_KEY_TURNS_AFTER`]: `(generic, one-off)` each.
+/// The per-key limited claims in turn order a worker runs in a transaction after
+/// [`sql::LOCK_LIMITED_KIND`] when `locked`, and as statements of their own otherwise: from the
+/// front, and after a place.
+fn key_turn_claims(locked: bool) -> [&'static str; 2] {
+    let [(_, alone), (_, in_transaction)] = KEY_TURN_CLAIMS;
+    if locked {
+        in_transaction
+    } else {
+        alone
+    }
+}
+
+/// The plans [`claims_by_turns_made`] made on its connection, of the claim from the front then
+/// of the claim after a place ([`key_turn_claims`]): `(generic, one-off)` each.
 async fn plans_of_claims_by_turns(calls: usize, locked: bool) -> Vec<(i64, i64)> {
     let (_db, mut conn) = claims_by_turns_made(calls, locked).await;
     let mut plans = Vec::new();
-    for statement in [sql::CLAIM_KEY_TURNS, sql::CLAIM_KEY_TURNS_AFTER] {
+    for statement in key_turn_claims(locked) {
         plans.push(plans_made(&mut conn, statement).await);
     }
     plans

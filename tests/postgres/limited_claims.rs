@@ -34,19 +34,30 @@ async fn start_in(transaction: &mut PgConnection, id: i64) {
     .unwrap();
 }
 
-/// [`sql::CLAIM_KEY_TURNS`] as a statement of its own, for up to 4 `per_merchant` jobs with at
-/// most one running per merchant: whether it had the kind to itself, and the ids it took.
-async fn claim_by_turns_alone(conn: &mut PgConnection) -> (bool, Vec<i64>) {
+/// [`sql::CLAIM_KEY_TURNS`] as a statement of its own, for up to `wanted` `per_merchant` jobs
+/// with at most one running per merchant: whether it had the kind to itself, and the ids it
+/// took.
+async fn claim_by_turns_alone(conn: &mut PgConnection, wanted: i64) -> (bool, Vec<i64>) {
+    let (sole, ids, _) = claim_by_turns_alone_with_stop(conn, wanted).await;
+    (sole, ids)
+}
+
+/// [`claim_by_turns_alone`], with whether it left a job it read for want of room
+/// (`stopped_at_limit`).
+async fn claim_by_turns_alone_with_stop(
+    conn: &mut PgConnection,
+    wanted: i64,
+) -> (bool, Vec<i64>, bool) {
     let rows = sqlx::query(sql::CLAIM_KEY_TURNS)
         .bind("per_merchant")
         .bind("default")
-        .bind(4_i64)
+        .bind(wanted)
         .bind(None::<i64>)
         .bind(30.0_f64)
         .bind(None::<i32>)
         .bind(None::<f64>)
         .bind(1_i64)
-        .bind(4_i64)
+        .bind(wanted)
         .fetch_all(conn)
         .await
         .unwrap();
@@ -54,7 +65,17 @@ async fn claim_by_turns_alone(conn: &mut PgConnection) -> (bool, Vec<i64>) {
         .iter()
         .filter_map(|row| row.get::<Option<i64>, _>("id"))
         .collect();
-    (rows[0].get("sole"), ids)
+    (rows[0].get("sole"), ids, rows[0].get("stopped_at_limit"))
+}
+
+/// At most one `per_merchant` job running per merchant, and no other limit.
+fn one_per_merchant() -> ClaimLimits {
+    ClaimLimits {
+        max_running: None,
+        rate_limit: None,
+        max_running_per_key: Some(1),
+        rate_limit_per_key: None,
+    }
 }
 
 /// The ready jobs, by id.
@@ -95,7 +116,7 @@ async fn a_claim_of_its_own_takes_nothing_when_another_committed_after_its_snaps
     let url = db.url().to_owned();
     let claim = tokio::spawn(async move {
         let mut conn = PgConnection::connect(&url).await.unwrap();
-        claim_by_turns_alone(&mut conn).await
+        claim_by_turns_alone(&mut conn, 4).await
     });
     wait_for_a_lock_wait(&db).await;
     other_claim.commit().await.unwrap();
@@ -120,15 +141,10 @@ async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
     start_in(&mut other_claim, a1).await;
 
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
-    assert_eq!(claim_by_turns_alone(&mut conn).await, (false, vec![]));
+    assert_eq!(claim_by_turns_alone(&mut conn, 4).await, (false, vec![]));
 
     let claim = tokio::spawn(async move {
-        let limits = ClaimLimits {
-            max_running: None,
-            rate_limit: None,
-            max_running_per_key: Some(1),
-            rate_limit_per_key: None,
-        };
+        let limits = one_per_merchant();
         let mut round = KeyRound::new(Duration::from_secs(3600));
         let count = ClaimCount { free: 4, ahead: 0 };
         let claim = claim_key_limited(
@@ -165,12 +181,7 @@ async fn a_claim_in_a_transaction_counts_itself_too() {
     let (db, [a1, a2, b1]) = two_merchants().await;
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
     let mut round = KeyRound::new(Duration::from_secs(3600));
-    let one_each = ClaimLimits {
-        max_running: None,
-        rate_limit: None,
-        max_running_per_key: Some(1),
-        rate_limit_per_key: None,
-    };
+    let one_each = one_per_merchant();
     let walking = ClaimLimits {
         rate_limit_per_key: Some(RateLimit::new(1000, Duration::from_secs(1)).unwrap()),
         ..one_each
@@ -207,12 +218,47 @@ async fn a_claim_in_a_transaction_counts_itself_too() {
     assert_eq!(ready(&db).await, [a2]);
 }
 
-/// With the kind to itself, the statement claims, and counts its claim.
+/// With the kind to itself, the statement claims, and counts its claim: for two jobs, it reads
+/// a1 and b1, each merchant's first, and takes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_its_own_with_the_kind_to_itself_claims_and_counts_itself() {
     let (db, [a1, a2, b1]) = two_merchants().await;
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
-    assert_eq!(claim_by_turns_alone(&mut conn).await, (true, vec![a1, b1]));
+    assert_eq!(
+        claim_by_turns_alone(&mut conn, 2).await,
+        (true, vec![a1, b1])
+    );
     assert_eq!(ready(&db).await, [a2]);
     assert_eq!(claims_counted(&db).await, [1]);
+}
+
+/// For four jobs, the statement of its own reads a1, b1 and a2, and merchant a's limit of 1 has
+/// no room for a2: it takes none of them, and says so. The claim goes on in a transaction, whose
+/// claim in turn order takes the jobs before a2, a1 and b1, and leaves a2 ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_its_own_takes_none_of_the_jobs_read_when_a_key_has_no_room_for_all() {
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    assert_eq!(
+        claim_by_turns_alone_with_stop(&mut conn, 4).await,
+        (true, vec![], true)
+    );
+    assert_eq!(ready(&db).await, [a1, a2, b1]);
+    let claimed = claim_key_limited(
+        &mut conn,
+        "per_merchant",
+        "default",
+        ClaimCount { free: 4, ahead: 0 },
+        one_per_merchant(),
+        Duration::from_secs(30),
+        &mut KeyRound::new(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let taken: Vec<i64> = claimed.jobs.iter().map(|job| job.id).collect();
+    assert_eq!(taken, [a1, b1]);
+    assert_eq!(ready(&db).await, [a2]);
+    // The statement above, then the claim's: its statement of its own (which took none again)
+    // and its transaction (the lock, and the claim in turn order).
+    assert_eq!(claims_counted(&db).await, [4]);
 }
