@@ -32,6 +32,8 @@ fn draining_config() -> WorkerConfig {
     WorkerConfig {
         default_concurrency: CONCURRENCY,
         claim_batch_window: Duration::from_millis(100),
+        // Claims of up to 128 ahead: the claims counted are checked against that many.
+        claim_ahead: 128,
         ..fast_config()
     }
 }

@@ -48,7 +48,10 @@ pub struct WorkerConfig {
     /// and so do the claims of a kind whose only limit is a per-key running limit (the jobs
     /// claimed ahead count against it); kinds with a rate limit or a kind-wide running limit
     /// never claim ahead. Zero turns it off, as does a
-    /// `claim_batch_window` of zero. Default 128.
+    /// `claim_batch_window` of zero. Default 512: a claim takes ahead as many jobs as the slots
+    /// start within 25 ms at their pace, so the cap binds only above about 20,000 jobs a second,
+    /// where the jobs waiting must outlast the next claim's round trip under load (128 did not:
+    /// measured at 40,000 jobs a second, the slots emptied during nearly every claim ahead).
     pub claim_ahead: usize,
     /// How outcomes are written. Default: batched, up to 500 per statement.
     pub completion: Completion,
@@ -121,7 +124,7 @@ impl Default for WorkerConfig {
             listen: true,
             max_reconnect_delay: Duration::from_secs(5),
             claim_batch_window: Duration::from_millis(2),
-            claim_ahead: 128,
+            claim_ahead: 512,
             completion: Completion::default(),
             retention: Some(RetentionConfig::default()),
             gauges_interval: Some(Duration::from_secs(15)),
