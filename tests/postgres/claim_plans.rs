@@ -963,10 +963,14 @@ async fn among_other_kinds(db: &Db) {
 /// A database of 5,000 ready jobs of `per_merchant` over 200 merchants among 300,000 of other
 /// kinds ([`among_other_kinds`]), and a connection to it on which `calls` claims in turn order
 /// ran, for 1, 16 and 144 jobs, from the front and from
-/// where the last one ended: in a transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`
-/// ([`sql::CLAIM_KEY_TURNS_TO_LIMIT`] and its `_AFTER`), and as statements of their own
-/// otherwise ([`sql::CLAIM_KEY_TURNS`] and its `_AFTER`, as a worker first runs them).
-async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection<Postgres>) {
+/// where the last one ended, with `statements` (from the front, after a place): in a
+/// transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`, and as statements of their own
+/// otherwise.
+async fn claims_by_turns_made(
+    calls: usize,
+    locked: bool,
+    statements: [&str; 2],
+) -> (Db, PoolConnection<Postgres>) {
     let db = Db::new().await;
     db.execute(
         "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
@@ -982,7 +986,6 @@ async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection
         let limit: i64 = [1, 16, 144][call % 3];
         // From the front, then from where that one ended.
         let after = place.take().filter(|_| call % 2 == 1);
-        let statements = key_turn_claims(locked);
         let query = sqlx::query(match after {
             None => statements[0],
             Some(_) => statements[1],
@@ -1023,40 +1026,44 @@ async fn claims_by_turns_made(calls: usize, locked: bool) -> (Db, PoolConnection
     (db, conn)
 }
 
-/// The per-key limited claims in turn order a worker runs in a transaction after
-/// [`sql::LOCK_LIMITED_KIND`] when `locked`, and as statements of their own otherwise: from the
-/// front, and after a place.
-fn key_turn_claims(locked: bool) -> [&'static str; 2] {
-    let [(_, alone), (_, in_transaction)] = KEY_TURN_CLAIMS;
-    if locked {
-        in_transaction
-    } else {
-        alone
-    }
-}
-
-/// The plans [`claims_by_turns_made`] made on its connection, of the claim from the front then
-/// of the claim after a place ([`key_turn_claims`]): `(generic, one-off)` each.
-async fn plans_of_claims_by_turns(calls: usize, locked: bool) -> Vec<(i64, i64)> {
-    let (_db, mut conn) = claims_by_turns_made(calls, locked).await;
+/// The plans [`claims_by_turns_made`] made on its connection, of `statements` (the claim from
+/// the front, then the claim after a place): `(generic, one-off)` each.
+async fn plans_of_claims_by_turns(
+    calls: usize,
+    locked: bool,
+    statements: [&str; 2],
+) -> Vec<(i64, i64)> {
+    let (_db, mut conn) = claims_by_turns_made(calls, locked, statements).await;
     let mut plans = Vec::new();
-    for statement in key_turn_claims(locked) {
+    for statement in statements {
         plans.push(plans_made(&mut conn, statement).await);
     }
     plans
 }
 
-/// The per-key limited claims in turn order, run in a transaction after
-/// [`sql::LOCK_LIMITED_KIND`], are planned once per connection, whatever the number of jobs asked
-/// for and wherever they start: their generic plan at every execution, no one-off plan.
+/// The per-key limited claims in turn order up to the first job without room, run in a
+/// transaction after [`sql::LOCK_LIMITED_KIND`], are planned once per connection, whatever the
+/// number of jobs asked for and wherever they start: their generic plan at every execution, no
+/// one-off plan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_keeps_one_plan_per_connection() {
-    assert_eq!(plans_of_claims_by_turns(12, true).await, [(6, 0), (6, 0)]);
+    let [_, (_, up_to_limit)] = KEY_TURN_CLAIMS;
+    assert_eq!(
+        plans_of_claims_by_turns(12, true, up_to_limit).await,
+        [(6, 0), (6, 0)]
+    );
 }
 
 /// The per-key limited claims in turn order, run as statements of their own (as a worker first
-/// runs them), are planned one-off only for their first five executions on a connection.
+/// runs them: all the jobs read or none, or up to the first job without room), are planned
+/// one-off only for their first five executions on a connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_of_its_own_keeps_one_plan_per_connection() {
-    assert_eq!(plans_of_claims_by_turns(24, false).await, [(7, 5), (7, 5)]);
+    for (name, statements) in KEY_TURN_CLAIMS {
+        assert_eq!(
+            plans_of_claims_by_turns(24, false, statements).await,
+            [(7, 5), (7, 5)],
+            "{name}"
+        );
+    }
 }

@@ -232,9 +232,8 @@ async fn a_claim_of_its_own_with_the_kind_to_itself_claims_and_counts_itself() {
     assert_eq!(claims_counted(&db).await, [1]);
 }
 
-/// For four jobs, the statement of its own reads a1, b1 and a2, and merchant a's limit of 1 has
-/// no room for a2: it takes none of them, and says so. The claim goes on in a transaction, whose
-/// claim in turn order takes the jobs before a2, a1 and b1, and leaves a2 ready.
+/// For four jobs, the statement of its own that takes all it read or none reads a1, b1 and a2,
+/// and merchant a's limit of 1 has no room for a2: it takes none of them, and says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_its_own_takes_none_of_the_jobs_read_when_a_key_has_no_room_for_all() {
     let (db, [a1, a2, b1]) = two_merchants().await;
@@ -244,21 +243,52 @@ async fn a_claim_of_its_own_takes_none_of_the_jobs_read_when_a_key_has_no_room_f
         (true, vec![], true)
     );
     assert_eq!(ready(&db).await, [a1, a2, b1]);
+}
+
+/// A claim of `count` by [`claim_key_limited`], at most one `per_merchant` job running per
+/// merchant, with a new round: the ids it took, and whether it walked the keys.
+async fn claim_with_one_per_merchant(
+    conn: &mut PgConnection,
+    count: ClaimCount,
+) -> (Vec<i64>, bool) {
     let claimed = claim_key_limited(
-        &mut conn,
+        conn,
         "per_merchant",
         "default",
-        ClaimCount { free: 4, ahead: 0 },
+        count,
         one_per_merchant(),
         Duration::from_secs(30),
         &mut KeyRound::new(Duration::from_secs(1)),
     )
     .await
     .unwrap();
-    let taken: Vec<i64> = claimed.jobs.iter().map(|job| job.id).collect();
-    assert_eq!(taken, [a1, b1]);
+    let taken = claimed.jobs.iter().map(|job| job.id).collect();
+    (taken, claimed.walked_keys)
+}
+
+/// A claim whose read of a1, b1 and a2 does not fit merchant a's limit of 1 takes the jobs
+/// before a2 by a second statement of its own, up to the first job without room: for two free
+/// slots, that is the whole claim, without a transaction or a walk of the keys. It counted
+/// itself twice (each statement).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_read_does_not_fit_takes_the_jobs_before_the_first_without_room() {
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    let claimed = claim_with_one_per_merchant(&mut conn, ClaimCount { free: 2, ahead: 2 }).await;
+    assert_eq!(claimed, (vec![a1, b1], false));
     assert_eq!(ready(&db).await, [a2]);
-    // The statement above, then the claim's: its statement of its own (which took none again)
-    // and its transaction (the lock, and the claim in turn order).
-    assert_eq!(claims_counted(&db).await, [4]);
+    assert_eq!(claims_counted(&db).await, [2]);
+}
+
+/// The same for a claim of jobs ahead alone (no free slot): it takes the jobs before a2, where a
+/// statement that took none would have been the whole claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_ahead_alone_whose_read_does_not_fit_takes_the_jobs_before_the_first_without_room()
+{
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    let claimed = claim_with_one_per_merchant(&mut conn, ClaimCount { free: 0, ahead: 4 }).await;
+    assert_eq!(claimed, (vec![a1, b1], false));
+    assert_eq!(ready(&db).await, [a2]);
+    assert_eq!(claims_counted(&db).await, [2]);
 }

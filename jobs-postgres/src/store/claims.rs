@@ -1152,8 +1152,7 @@ ORDER BY claimable.turn, claimable.visited"
 
 /// The CTE `candidates` of a claim in turn order of a kind with a per-key limit that takes every
 /// job it read (`scanned`) when each key read has room for all of its (`all_fit`), and none
-/// otherwise; with `stopped_at_limit`, the SQL expression of whether it took none for want of
-/// room. See [`CLAIM_KEY_TURNS`].
+/// otherwise. See [`CLAIM_KEY_TURNS`].
 macro_rules! all_read_or_none {
     () => {
         "candidates AS (
@@ -1200,7 +1199,7 @@ macro_rules! read_up_to_limit {
 /// narrowing the scan, `$candidates` the CTE of the jobs it takes of those it read
 /// ([`all_read_or_none!`], [`read_up_to_limit!`]), and `$stopped_at_limit` the SQL expression of
 /// whether it left a job it read for want of room: the parameters and rows of
-/// [`CLAIM_KEY_TURNS`].
+/// [`CLAIM_KEY_TURNS_TO_LIMIT`].
 macro_rules! claim_key_turns {
     ($where:expr, $candidates:expr, $stopped_at_limit:literal) => {
         concat!(
@@ -1270,8 +1269,8 @@ LEFT JOIN claimed ON true"
 /// at most `$8` jobs with the same limit key running across all workers, nor than the kind's own
 /// limits allow (`$4`, `$6`, `$7` as in [`CLAIM_LIMITED_JOBS`]); but nothing at all when a key
 /// is at its limit already, for [`CLAIM_KEY_LIMITED_JOBS`] to walk the keys instead. Run after
-/// [`LOCK_LIMITED_KIND`] in the same transaction (as a statement of its own, it would claim only
-/// when it had the kind to itself: see [`CLAIM_KEY_TURNS`]). Returns what [`CLAIM_FAIR_JOBS`] returns (the
+/// [`LOCK_LIMITED_KIND`] in the same transaction, or as a statement of its own, when it claims
+/// only if it has the kind to itself ([`sole_claim!`]; see [`CLAIM_KEY_TURNS`]). Returns what [`CLAIM_FAIR_JOBS`] returns (the
 /// jobs with their turns and keys, in any order, and `turns_given`), and on every row
 /// `keys_at_limit`, how many keys were at their limit (when not 0, the claim read nothing), and
 /// `stopped_at_limit`, whether it stopped before a job its key had no room for, and `sole`,
@@ -1293,11 +1292,11 @@ LEFT JOIN claimed ON true"
 ///
 /// The claim records the round it reached and gives turns to the jobs that became due without one,
 /// as [`CLAIM_FAIR_JOBS`] does. Like every limited claim, it waits for its commit to be flushed
-/// (its running jobs must count after a crash). Its generic plan is used at once, as the
-/// transaction's statements' are ([`LOCK_LIMITED_KIND`]); the kind and queue are read through
-/// subqueries, so that a plan made for a kind that is a small part of the table would not be
-/// estimated cheaper than the generic one (PostgreSQL would then plan it again at every
-/// execution of a statement of its own).
+/// (its running jobs must count after a crash). In a transaction its generic plan is used at
+/// once ([`LOCK_LIMITED_KIND`]); alone, it is planned one-off for its first five executions on a
+/// connection only: the kind and queue are read through subqueries, so that a plan made for a
+/// kind that is a small part of the table is not estimated cheaper than the generic one
+/// (PostgreSQL would then plan it again at every execution).
 pub const CLAIM_KEY_TURNS_TO_LIMIT: &str = claim_key_turns!(
     "",
     read_up_to_limit!(),
@@ -1321,19 +1320,19 @@ pub const CLAIM_KEY_TURNS_TO_LIMIT_AFTER: &str = claim_key_turns!(
     "(SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates)"
 );
 
-/// Claims as [`CLAIM_KEY_TURNS_TO_LIMIT`] does, run as a statement of its own, without
-/// [`LOCK_LIMITED_KIND`] before it: it claims only when it has the kind to itself
-/// ([`sole_claim!`]), and takes every job it read or none. When a key read has no room for all
-/// of its jobs, it takes none (`stopped_at_limit`), and the claim goes on in a transaction whose
-/// claim in turn order ([`CLAIM_KEY_TURNS_TO_LIMIT`]) takes the jobs before the first without
-/// room. While no key is near its limit, a claim reads each key's next turn or few, and the
-/// jobs all fit; it is then spared checking each key's jobs in turn order against its room (two
-/// sorts, with the jobs read kept a second time), about a tenth of the statement (0.25 ms of
-/// 2.7, a claim of 128 with 256 jobs running).
+/// Claims as [`CLAIM_KEY_TURNS_TO_LIMIT`] does, but takes every job it read or none: when a key
+/// read has no room for all of its jobs, it takes none (`stopped_at_limit`). Run as a statement
+/// of its own, without [`LOCK_LIMITED_KIND`] before it (it claims only when it has the kind to
+/// itself: [`sole_claim!`]), while the claims' reads fit; once one does not, the claims of their
+/// own take the jobs up to the first without room ([`CLAIM_KEY_TURNS_TO_LIMIT`], run alone the
+/// same way) until a read fits again. While no key is near its limit, a claim reads each key's
+/// next turn or few, and the jobs all fit; it is then spared checking each key's jobs in turn
+/// order against its room (two sorts, with the jobs read kept a second time): 0.25 ms of 2.7
+/// for a claim of 128 with 256 jobs running (`EXPLAIN ANALYZE`, best of 21).
 ///
-/// One round trip, where a transaction takes four (`BEGIN`, the lock, the claim, `COMMIT`). It
-/// is planned one-off for its first five executions on a connection only, as the other claims
-/// are.
+/// One round trip, where a transaction takes four (`BEGIN`, the lock, the claim, `COMMIT`). Run
+/// alone, a claim in turn order is planned one-off for its first five executions on a
+/// connection only, as the other claims are.
 pub const CLAIM_KEY_TURNS: &str =
     claim_key_turns!("", all_read_or_none!(), "NOT (SELECT fit FROM all_fit)");
 
@@ -1864,22 +1863,12 @@ pub async fn claim_key_limited(
     // claim, and otherwise a transaction claims the rest after it.
     let mut sole = None;
     if in_turns && limits.rate_limit.is_none() {
-        let by_turns = claim
-            .by_turns(
-                &mut *connection,
-                count,
-                round.turn_place.as_ref(),
-                TurnsTaken::AllOrNone,
-            )
-            .await?;
-        if by_turns.sole {
+        if let Some(by_turns) = claim.by_turns_alone(&mut *connection, count, round).await? {
             round.keys_at_limit = by_turns.keys_at_limit;
             if by_turns.is_whole_claim(count) {
                 return Ok(LimitedClaim::unlimited(by_turns.jobs));
             }
-            // One that took none for want of room leaves the claim in turn order to the
-            // transaction, which takes the jobs before the first without room.
-            sole = (!by_turns.stopped_at_limit).then_some(by_turns);
+            sole = Some(by_turns);
         }
     }
     // The jobs it took come first; should the transaction fail, they are claimed all the same.
@@ -1937,11 +1926,10 @@ struct KeyClaim<'a> {
 /// key read has no room for all of its.
 #[derive(Debug, Clone, Copy)]
 enum TurnsTaken {
-    /// None ([`CLAIM_KEY_TURNS`]): the statement of its own, which leaves the rest to a
-    /// transaction.
+    /// None ([`CLAIM_KEY_TURNS`]): a statement of its own while the reads fit.
     AllOrNone,
-    /// Those before the first job whose key has no room left ([`CLAIM_KEY_TURNS_TO_LIMIT`]): in
-    /// the transaction.
+    /// Those before the first job whose key has no room left ([`CLAIM_KEY_TURNS_TO_LIMIT`]): a
+    /// statement of its own while they do not, and the claim in a transaction.
     UpToLimit,
 }
 
@@ -1964,12 +1952,11 @@ struct KeyTurns {
 }
 
 impl KeyTurns {
-    /// Whether, claiming for `count`, it is all the claim needs: no key was at its limit, it left
-    /// no job it read for want of room, it filled the free slots, and it left no room that
-    /// another claim would fill (past the jobs it gave turns).
+    /// Whether, claiming for `count`, it is all the claim needs: no key was at its limit, it
+    /// filled the free slots, and it left no room that another claim would fill (past the jobs it
+    /// gave turns, or, for the free slots, by walking the keys).
     fn is_whole_claim(&self, count: ClaimCount) -> bool {
         self.keys_at_limit == 0
-            && !self.stopped_at_limit
             && self.jobs.len() >= count.free
             && !self.leaves_turns_given(self.jobs.len(), count)
     }
@@ -2078,6 +2065,40 @@ impl KeyClaim<'_> {
     /// Most jobs of a key running at once, as the claims bind it (no limit: the most there is).
     fn per_key(&self) -> i64 {
         self.limits.max_running_per_key.map_or(i64::MAX, i64::from)
+    }
+
+    /// The claim in turn order as a statement of its own, from `round`'s place, when it had the
+    /// kind to itself (`None` otherwise): while `round`'s reads fit, one that takes all the jobs
+    /// it reads or none; when a key read has no room for all of its, and then until a read fits
+    /// again, one that takes them up to the first job without room (which a statement of all or
+    /// none would spend a round trip on taking none). Notes in `round` whether its read fit.
+    async fn by_turns_alone(
+        &self,
+        connection: &mut PgConnection,
+        count: ClaimCount,
+        round: &mut KeyRound,
+    ) -> Result<Option<KeyTurns>, sqlx::Error> {
+        let place = round.turn_place.clone();
+        if round.reads_fit {
+            let all_or_none = self
+                .by_turns(connection, count, place.as_ref(), TurnsTaken::AllOrNone)
+                .await?;
+            if !all_or_none.sole {
+                return Ok(None);
+            }
+            if !all_or_none.stopped_at_limit {
+                return Ok(Some(all_or_none));
+            }
+            round.reads_fit = false;
+        }
+        let up_to_limit = self
+            .by_turns(connection, count, place.as_ref(), TurnsTaken::UpToLimit)
+            .await?;
+        if !up_to_limit.sole {
+            return Ok(None);
+        }
+        round.reads_fit = !up_to_limit.stopped_at_limit;
+        Ok(Some(up_to_limit))
     }
 
     /// One claim in turn order, from the front or `after` a place, taking the jobs it read as
@@ -2236,6 +2257,9 @@ pub struct KeyRound {
     /// How many keys were at their running limit when the last claim statement began: while
     /// any were, the claims walk the keys without trying turn order first.
     keys_at_limit: i64,
+    /// Whether the last claim in turn order of its own found room for every job it read (see
+    /// [`KeyClaim::by_turns_alone`]).
+    reads_fit: bool,
     /// How often a claim that came back short looks for jobs without a key, at most.
     unkeyed_every: Duration,
     /// When one last did.
@@ -2250,6 +2274,7 @@ impl KeyRound {
             turn_place: None,
             cursor: None,
             keys_at_limit: 0,
+            reads_fit: true,
             unkeyed_every,
             unkeyed_looked_at: Instant::now(),
         }

@@ -529,8 +529,12 @@ pub async fn produce(
                         0
                     } else if !free_slots.is_empty() {
                         // The jobs waiting ran out before the claim returned: the slots start
-                        // jobs faster than claims of this size bring them.
-                        (ahead * 2).min(claim_ahead)
+                        // jobs faster than claims of this size bring them. Twice as many, but
+                        // no more than the slots started within the read-ahead span at their
+                        // pace meanwhile (a slow claim of slow jobs would otherwise double it
+                        // past what starts before the jobs waiting are handed back).
+                        let paced = pace.since_taken_in(starter.started(), claimed_at);
+                        (ahead * 2).min(paced.max(ahead)).min(claim_ahead)
                     } else {
                         // A job waited for every slot that freed since the last claim's jobs
                         // were taken in: their starts give the slots' pace.
