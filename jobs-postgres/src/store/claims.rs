@@ -1303,19 +1303,27 @@ pub const CLAIM_KEY_TURNS_TO_LIMIT: &str = claim_key_turns!(
     "(SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates)"
 );
 
+/// The condition that narrows a per-key claim in turn order (of kind `$1` from queue `$2`) to
+/// the jobs of priority `$10` after the place `($11, $12, $13)`: [`after_turn_place!`].
+macro_rules! after_key_turn_place {
+    () => {
+        after_turn_place!(
+            "(SELECT $2::text)",
+            "(SELECT $1::text)",
+            "$10",
+            "$11",
+            "$12",
+            "$13"
+        )
+    };
+}
+
 /// Claims as [`CLAIM_KEY_TURNS_TO_LIMIT`] does, but only jobs of priority `$10` after the place
 /// `($11, $12, $13)` (turn, key, id) in turn order: where the previous claim of the kind in this
 /// queue ended; and nothing at all when a due job of the kind of a higher priority than `$10` is
 /// ready ([`after_turn_place!`]).
 pub const CLAIM_KEY_TURNS_TO_LIMIT_AFTER: &str = claim_key_turns!(
-    after_turn_place!(
-        "(SELECT $2::text)",
-        "(SELECT $1::text)",
-        "$10",
-        "$11",
-        "$12",
-        "$13"
-    ),
+    after_key_turn_place!(),
     read_up_to_limit!(),
     "(SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates)"
 );
@@ -1339,14 +1347,7 @@ pub const CLAIM_KEY_TURNS: &str =
 /// Claims as [`CLAIM_KEY_TURNS`] does, but only after a place in turn order, as
 /// [`CLAIM_KEY_TURNS_TO_LIMIT_AFTER`] does.
 pub const CLAIM_KEY_TURNS_AFTER: &str = claim_key_turns!(
-    after_turn_place!(
-        "(SELECT $2::text)",
-        "(SELECT $1::text)",
-        "$10",
-        "$11",
-        "$12",
-        "$13"
-    ),
+    after_key_turn_place!(),
     all_read_or_none!(),
     "NOT (SELECT fit FROM all_fit)"
 );
