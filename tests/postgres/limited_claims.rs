@@ -268,27 +268,20 @@ async fn claim_with_one_per_merchant(
 
 /// A claim whose read of a1, b1 and a2 does not fit merchant a's limit of 1 takes the jobs
 /// before a2 by a second statement of its own, up to the first job without room: for two free
-/// slots, that is the whole claim, without a transaction or a walk of the keys. It counted
+/// slots, and for jobs ahead alone (where a statement that took none would have been the whole
+/// claim), that is the whole claim, without a transaction or a walk of the keys. It counted
 /// itself twice (each statement).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_whose_read_does_not_fit_takes_the_jobs_before_the_first_without_room() {
-    let (db, [a1, a2, b1]) = two_merchants().await;
-    let mut conn = PgConnection::connect(db.url()).await.unwrap();
-    let claimed = claim_with_one_per_merchant(&mut conn, ClaimCount { free: 2, ahead: 2 }).await;
-    assert_eq!(claimed, (vec![a1, b1], false));
-    assert_eq!(ready(&db).await, [a2]);
-    assert_eq!(claims_counted(&db).await, [2]);
-}
-
-/// The same for a claim of jobs ahead alone (no free slot): it takes the jobs before a2, where a
-/// statement that took none would have been the whole claim.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_ahead_alone_whose_read_does_not_fit_takes_the_jobs_before_the_first_without_room()
-{
-    let (db, [a1, a2, b1]) = two_merchants().await;
-    let mut conn = PgConnection::connect(db.url()).await.unwrap();
-    let claimed = claim_with_one_per_merchant(&mut conn, ClaimCount { free: 0, ahead: 4 }).await;
-    assert_eq!(claimed, (vec![a1, b1], false));
-    assert_eq!(ready(&db).await, [a2]);
-    assert_eq!(claims_counted(&db).await, [2]);
+    for count in [
+        ClaimCount { free: 2, ahead: 2 },
+        ClaimCount { free: 0, ahead: 4 },
+    ] {
+        let (db, [a1, a2, b1]) = two_merchants().await;
+        let mut conn = PgConnection::connect(db.url()).await.unwrap();
+        let claimed = claim_with_one_per_merchant(&mut conn, count).await;
+        assert_eq!(claimed, (vec![a1, b1], false), "{count:?}");
+        assert_eq!(ready(&db).await, [a2], "{count:?}");
+        assert_eq!(claims_counted(&db).await, [2], "{count:?}");
+    }
 }
