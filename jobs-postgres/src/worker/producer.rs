@@ -884,6 +884,10 @@ async fn hand_back(shared: &Shared, read_ahead: &mut ReadAhead) -> Vec<(JobId, U
     if outcomes.is_empty() {
         return Vec::new();
     }
+    tracing::debug!(
+        handed_back = outcomes.len(),
+        "handing back jobs claimed ahead that no slot started"
+    );
     let Some(completer) = &shared.completer else {
         completer::write(shared, outcomes).await;
         return Vec::new();
