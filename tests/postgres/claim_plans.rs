@@ -26,6 +26,9 @@ const FOREIGN: i64 = 200_000;
 const MAX_BUFFERS: i64 = 600;
 /// Most rows a claim may read and throw away.
 const MAX_REMOVED: i64 = 100;
+/// How many jobs the claims in turn order ask for in the tests of their plans: for one free
+/// slot, for 16, and for 16 with 128 and with 512 (the default most, `claim_ahead`) ahead of them.
+const CLAIM_SIZES: [i64; 4] = [1, 16, 144, 528];
 
 /// A database with the foreign backlog and 100 due jobs of `record_run` in `default`, one a
 /// minute.
@@ -480,8 +483,8 @@ async fn turn_place(db: &Db, kind: &str, column: &str, key: &str, turn: i64) -> 
 /// A fair claim reads one range of its index, as any claim does, not the keys nor their jobs:
 /// with 1,000 tenants of 100 due jobs each, a tenant of 100,000, and the foreign backlog
 /// (another kind's keyed jobs among them), a claim of 16 reads a few pages, from the front or
-/// from a place in a round, and a claim of 144 (128 of them ahead of the free slots) reads in
-/// proportion.
+/// from a place in a round, and claims of 144 and 528 (128 and 512 of them ahead of the free
+/// slots) read in proportion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_claim_reads_one_range_of_its_index() {
     let db = backlog_of_another_kind().await;
@@ -501,8 +504,9 @@ async fn a_fair_claim_reads_one_range_of_its_index() {
     let in_a_round = turn_place(&db, "tenant_task", "fair_key", "tenant 0500", 50).await;
     let past_the_rounds = turn_place(&db, "tenant_task", "fair_key", "tenant flood", 50_000).await;
     for place in [None, Some(&in_a_round), Some(&past_the_rounds)] {
-        assert_eq!(check_fair_claim(&db, place, 16).await, [16, 16]);
-        assert_eq!(check_fair_claim(&db, place, 144).await, [144, 144]);
+        for wanted in CLAIM_SIZES[1..].iter().copied() {
+            assert_eq!(check_fair_claim(&db, place, wanted).await, [wanted; 2]);
+        }
     }
 }
 
@@ -521,9 +525,8 @@ async fn a_fair_claim_keeps_one_plan_per_connection() {
     let mut conn = db.pool.acquire().await.unwrap();
     let calls: usize = 12;
     for call in 0..calls {
-        // Claims for one free slot, for 16, and for 16 with 128 ahead of them: from the front,
-        // then from where that one ended.
-        let limit: i64 = [1, 16, 144][call % 3];
+        // Claims of every size, from the front, then from where that one ended.
+        let limit = CLAIM_SIZES[call % CLAIM_SIZES.len()];
         let rows = sqlx::query(sql::CLAIM_FAIR_JOBS)
             .bind("default")
             .bind("tenant_task")
@@ -626,8 +629,8 @@ async fn check_key_limited_claim(
 /// A claim under a per-key limit walks keys, one descent each, passing over the keys whose
 /// running jobs fill their limit (one descent each), not their jobs: with 1,000 merchants of 100
 /// due jobs each, the first 20 of them full (2 running each), and the foreign backlog, a claim of
-/// 16 reads a few pages, wherever its round starts, and a claim of 144 (128 of them ahead of the
-/// free slots) reads in proportion.
+/// 16 reads a few pages, wherever its round starts, and claims of 144 and 528 (128 and 512 of
+/// them ahead of the free slots) read in proportion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     let db = backlog_of_another_kind().await;
@@ -650,14 +653,12 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     .await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
     for cursor in [None, Some("merchant 0500"), Some("merchant 0999")] {
-        assert_eq!(
-            check_key_limited_claim(&db, None, cursor, None, 16).await,
-            [16, 16]
-        );
-        assert_eq!(
-            check_key_limited_claim(&db, None, cursor, None, 144).await,
-            [144, 144]
-        );
+        for wanted in CLAIM_SIZES[1..].iter().copied() {
+            assert_eq!(
+                check_key_limited_claim(&db, None, cursor, None, wanted).await,
+                [wanted; 2]
+            );
+        }
     }
     assert_eq!(
         check_key_limited_claim(&db, Some(1_000), None, None, 16).await,
@@ -873,7 +874,14 @@ async fn check_key_turns_claim(
         .bind(None::<f64>)
         .bind(2_i64)
         .bind(16_i64);
-    let arguments = vec![
+    let arguments = key_turns_arguments(wanted);
+    check_turn_claim(db, name, statement, query, arguments, place, wanted).await
+}
+
+/// The SQL literals of the parameters of a per-key limited claim in turn order from the front
+/// that [`check_key_turns_claim`] binds: `wanted` jobs, 16 for free slots.
+fn key_turns_arguments(wanted: i64) -> Vec<String> {
+    vec![
         "'per_merchant'".to_string(),
         "'default'".to_string(),
         wanted.to_string(),
@@ -883,15 +891,15 @@ async fn check_key_turns_claim(
         "NULL::float8".to_string(),
         "2".to_string(),
         "16".to_string(),
-    ];
-    check_turn_claim(db, name, statement, query, arguments, place, wanted).await
+    ]
 }
 
 /// While no key is at its limit, a per-key limited claim reads one range of the turn index, as
 /// a fair claim does, not the keys nor their jobs: with 1,000 merchants of 100 due jobs each, a
 /// merchant of 100,000, a fair kind's keyed jobs, and the foreign backlog, a claim of 16 reads a
-/// few pages, from the front or from a place in a round, and a claim of 144 (128 of them ahead
-/// of the free slots) reads in proportion. With a key at its limit, it reads no job at all.
+/// few pages, from the front or from a place in a round, and claims of 144 and 528 (128 and 512
+/// of them ahead of the free slots) read in proportion. With a key at its limit, it reads no job
+/// at all.
 /// (The flood merchant has 100,000 jobs: its turns go on past every other merchant's.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
@@ -914,11 +922,12 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
         turn_place(&db, "per_merchant", "limit_key", "merchant flood", 50_000).await;
     for claim in KEY_TURN_CLAIMS {
         for place in [None, Some(&in_a_round)] {
-            assert_eq!(check_key_turns_claim(&db, claim, place, 16).await, [16, 16]);
-            assert_eq!(
-                check_key_turns_claim(&db, claim, place, 144).await,
-                [144, 144]
-            );
+            for wanted in CLAIM_SIZES[1..].iter().copied() {
+                assert_eq!(
+                    check_key_turns_claim(&db, claim, place, wanted).await,
+                    [wanted; 2]
+                );
+            }
         }
     }
     // Past the other merchants' last turns, the flood merchant's jobs alone: the claim reads as
@@ -926,7 +935,7 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
     // none (one row without a job).
     let [alone, in_transaction] = KEY_TURN_CLAIMS;
     for (claim, taken) in [(alone, [1, 1]), (in_transaction, [2, 2])] {
-        for wanted in [16, 144] {
+        for wanted in CLAIM_SIZES[1..].iter().copied() {
             assert_eq!(
                 check_key_turns_claim(&db, claim, Some(&past_the_rounds), wanted).await,
                 taken
@@ -948,6 +957,43 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
     }
 }
 
+/// A per-key limited claim in turn order of its own takes all the jobs it read or none, which
+/// spares it numbering each key's jobs in turn order against its room: its plan has two window
+/// functions fewer (each over a sort of the jobs read) than the claim up to the first job
+/// without room, which the transaction runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_claim_by_turns_of_its_own_numbers_no_key_s_jobs() {
+    let db = Db::new().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
+                'merchant ' || (n % 200)
+         FROM generate_series(1, 2000) AS n",
+    )
+    .await;
+    db.execute("VACUUM ANALYZE jobs_queue").await;
+    let mut windows = Vec::new();
+    for (name, [from_the_front, _]) in KEY_TURN_CLAIMS {
+        let plan = generic_plan_of(&db, name, from_the_front, &key_turns_arguments(144)).await;
+        let nodes = plan_nodes(&plan);
+        windows.push(
+            nodes
+                .iter()
+                .filter(|node| node["Node Type"] == "WindowAgg")
+                .count(),
+        );
+    }
+    let [alone, to_limit] = windows[..] else {
+        unreachable!("two claims")
+    };
+    println!("window functions: {alone} in the claim of its own, {to_limit} up to the limit");
+    assert_eq!(
+        alone + 2,
+        to_limit,
+        "the claim of its own numbers no key's jobs"
+    );
+}
+
 /// Adds 300,000 ready jobs of 10 other kinds and has PostgreSQL's statistics see them: the kind
 /// claimed is a small part of the table, which a plan made for its name (one-off) would count on,
 /// and PostgreSQL would then plan the claims one-off at every execution.
@@ -962,8 +1008,8 @@ async fn among_other_kinds(db: &Db) {
 
 /// A database of 5,000 ready jobs of `per_merchant` over 200 merchants among 300,000 of other
 /// kinds ([`among_other_kinds`]), and a connection to it on which `calls` claims in turn order
-/// ran, for 1, 16 and 144 jobs, from the front and from
-/// where the last one ended, with `statements` (from the front, after a place): in a
+/// ran, of each of the [`CLAIM_SIZES`], from the front and from where the last one ended, with
+/// `statements` (from the front, after a place): in a
 /// transaction after [`sql::LOCK_LIMITED_KIND`] when `locked`, and as statements of their own
 /// otherwise.
 async fn claims_by_turns_made(
@@ -983,8 +1029,8 @@ async fn claims_by_turns_made(
     let mut conn = db.pool.acquire().await.unwrap();
     let mut place: Option<FairPlace> = None;
     for call in 0..calls {
-        let limit: i64 = [1, 16, 144][call % 3];
-        // From the front, then from where that one ended.
+        // Each size from the front, then from where that one ended.
+        let limit = CLAIM_SIZES[call / 2 % CLAIM_SIZES.len()];
         let after = place.take().filter(|_| call % 2 == 1);
         let query = sqlx::query(match after {
             None => statements[0],
