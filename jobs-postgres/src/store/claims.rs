@@ -1150,15 +1150,21 @@ LEFT JOIN (claimed JOIN claimable USING (id)) ON true
 ORDER BY claimable.turn, claimable.visited"
 );
 
+/// Every job a claim in turn order of a kind with a per-key limit read (`scanned`) when each
+/// key read has room for all of its (`all_fit`), and none otherwise.
+macro_rules! all_read_when_all_fit {
+    () => {
+        "SELECT id, priority, fair_turn, turn_key, spare FROM scanned
+    WHERE (SELECT fit FROM all_fit)"
+    };
+}
+
 /// The CTE `candidates` of a claim in turn order of a kind with a per-key limit that takes every
-/// job it read (`scanned`) when each key read has room for all of its (`all_fit`), and none
-/// otherwise. See [`CLAIM_KEY_TURNS`].
+/// job it read when each key read has room for all of its, and none otherwise
+/// ([`all_read_when_all_fit!`]). See [`CLAIM_KEY_TURNS`].
 macro_rules! all_read_or_none {
     () => {
-        "candidates AS (
-    SELECT id, priority, fair_turn, turn_key, spare FROM scanned
-    WHERE (SELECT fit FROM all_fit)
-)"
+        concat!("candidates AS (\n    ", all_read_when_all_fit!(), "\n)")
     };
 }
 
@@ -1171,8 +1177,9 @@ macro_rules! read_up_to_limit {
     () => {
         concat!(
             "candidates AS (
-    SELECT id, priority, fair_turn, turn_key, spare FROM scanned
-    WHERE (SELECT fit FROM all_fit)
+    ",
+            all_read_when_all_fit!(),
+            "
     UNION ALL
     SELECT id, priority, fair_turn, turn_key, spare FROM (
         SELECT id, priority, fair_turn, turn_key, spare,
@@ -1196,12 +1203,13 @@ macro_rules! read_up_to_limit {
 }
 
 /// A claim in turn order of kind `$1`, which has a per-key limit, from queue `$2`, with `$where`
-/// narrowing the scan, `$candidates` the CTE of the jobs it takes of those it read
-/// ([`all_read_or_none!`], [`read_up_to_limit!`]), and `$stopped_at_limit` the SQL expression of
-/// whether it left a job it read for want of room: the parameters and rows of
-/// [`CLAIM_KEY_TURNS_TO_LIMIT`].
+/// narrowing the scan, taking of the jobs it read all or none (`all_read_or_none`) or those up
+/// to the first without room (`read_up_to_limit`): the parameters and rows of
+/// [`CLAIM_KEY_TURNS_TO_LIMIT`]. Each way names the CTE `candidates` of the jobs it takes
+/// ([`all_read_or_none!`], [`read_up_to_limit!`]) and the SQL expression of whether it left a
+/// job it read for want of room (`stopped_at_limit`).
 macro_rules! claim_key_turns {
-    ($where:expr, $candidates:expr, $stopped_at_limit:literal) => {
+    (@ $where:expr, $candidates:expr, $stopped_at_limit:literal) => {
         concat!(
             "
 WITH ",
@@ -1262,6 +1270,20 @@ CROSS JOIN sole_claim
 LEFT JOIN claimed ON true"
         )
     };
+    ($where:expr, all_read_or_none) => {
+        claim_key_turns!(
+            @ $where,
+            all_read_or_none!(),
+            "NOT (SELECT fit FROM all_fit)"
+        )
+    };
+    ($where:expr, read_up_to_limit) => {
+        claim_key_turns!(
+            @ $where,
+            read_up_to_limit!(),
+            "(SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates)"
+        )
+    };
 }
 
 /// Claims up to `$3` ready jobs of kind `$1`, which has a per-key running limit and no per-key
@@ -1297,11 +1319,7 @@ LEFT JOIN claimed ON true"
 /// connection only: the kind and queue are read through subqueries, so that a plan made for a
 /// kind that is a small part of the table is not estimated cheaper than the generic one
 /// (PostgreSQL would then plan it again at every execution).
-pub const CLAIM_KEY_TURNS_TO_LIMIT: &str = claim_key_turns!(
-    "",
-    read_up_to_limit!(),
-    "(SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates)"
-);
+pub const CLAIM_KEY_TURNS_TO_LIMIT: &str = claim_key_turns!("", read_up_to_limit);
 
 /// The condition that narrows a per-key claim in turn order (of kind `$1` from queue `$2`) to
 /// the jobs of priority `$10` after the place `($11, $12, $13)`: [`after_turn_place!`].
@@ -1322,11 +1340,8 @@ macro_rules! after_key_turn_place {
 /// `($11, $12, $13)` (turn, key, id) in turn order: where the previous claim of the kind in this
 /// queue ended; and nothing at all when a due job of the kind of a higher priority than `$10` is
 /// ready ([`after_turn_place!`]).
-pub const CLAIM_KEY_TURNS_TO_LIMIT_AFTER: &str = claim_key_turns!(
-    after_key_turn_place!(),
-    read_up_to_limit!(),
-    "(SELECT count(*) FROM scanned) > (SELECT count(*) FROM candidates)"
-);
+pub const CLAIM_KEY_TURNS_TO_LIMIT_AFTER: &str =
+    claim_key_turns!(after_key_turn_place!(), read_up_to_limit);
 
 /// Claims as [`CLAIM_KEY_TURNS_TO_LIMIT`] does, but takes every job it read or none: when a key
 /// read has no room for all of its jobs, it takes none (`stopped_at_limit`). Run as a statement
@@ -1341,16 +1356,11 @@ pub const CLAIM_KEY_TURNS_TO_LIMIT_AFTER: &str = claim_key_turns!(
 /// One round trip, where a transaction takes four (`BEGIN`, the lock, the claim, `COMMIT`). Run
 /// alone, a claim in turn order is planned one-off for its first five executions on a
 /// connection only, as the other claims are.
-pub const CLAIM_KEY_TURNS: &str =
-    claim_key_turns!("", all_read_or_none!(), "NOT (SELECT fit FROM all_fit)");
+pub const CLAIM_KEY_TURNS: &str = claim_key_turns!("", all_read_or_none);
 
 /// Claims as [`CLAIM_KEY_TURNS`] does, but only after a place in turn order, as
 /// [`CLAIM_KEY_TURNS_TO_LIMIT_AFTER`] does.
-pub const CLAIM_KEY_TURNS_AFTER: &str = claim_key_turns!(
-    after_key_turn_place!(),
-    all_read_or_none!(),
-    "NOT (SELECT fit FROM all_fit)"
-);
+pub const CLAIM_KEY_TURNS_AFTER: &str = claim_key_turns!(after_key_turn_place!(), all_read_or_none);
 
 /// Whether a due job of kind `$1` with a limit key is ready in queue `$2`: after a claim of a
 /// kind with a per-key limit that took nothing, whether the jobs without a key may be claimed
