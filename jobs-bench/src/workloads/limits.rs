@@ -85,16 +85,20 @@ async fn drains(
         }
     }
     let [unlimited, running, rate, fair, per_key] = &rates;
-    for (name, limited) in [
-        ("running limit never reached", running),
-        ("rate limit never reached", rate),
+    // #17 set a target for the fair and per-key drains only: the kind-wide limits' claims take
+    // no job ahead of the free slots, by design, and are shown.
+    for (name, limited, target) in [
+        ("running limit never reached", running, "(shown)"),
+        ("rate limit never reached", rate, "(shown)"),
         (
             &format!("fair share between {TENANTS} tenants") as &str,
             fair,
+            ">= 0.8 (#17)",
         ),
         (
             &format!("per-key limit never reached over {TENANTS} keys"),
             per_key,
+            ">= 0.8 (#17)",
         ),
     ] {
         report.ratio(
@@ -102,7 +106,7 @@ async fn drains(
             limited,
             unlimited,
             "jobs/s",
-            ">= 0.8 (#17)",
+            target,
         );
     }
     Ok(())
