@@ -98,8 +98,8 @@ pub mod __private {
     /// The claim and outcome primitives the worker runs.
     pub mod store {
         pub use crate::store::claims::{
-            claim, claim_ahead, claim_fair, claim_key_limited, ClaimCount, ClaimLimits, ClaimPlace,
-            ClaimedJob, FairPlace, KeyRound, LimitedClaim,
+            claim, claim_ahead, claim_fair, claim_key_limited, claim_limited, ClaimCount,
+            ClaimLimits, ClaimPlace, ClaimedJob, FairPlace, KeyRound, LimitedClaim,
         };
         pub use crate::store::outcomes::{record_outcomes, Fenced, Outcome};
     }

@@ -147,7 +147,7 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
         return Ok(MigrationReport::default());
     }
     drop(conn);
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::store::transactions::begin_on(pool).await?;
     let applied = migrations::lock_history(&mut tx).await?;
     check_history(&applied)?;
     let mut report = MigrationReport::default();

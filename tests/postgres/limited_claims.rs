@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use jobs::postgres::__private::sql;
-use jobs::postgres::__private::store::{claim_key_limited, ClaimCount, ClaimLimits, KeyRound};
+use jobs::postgres::__private::store::{
+    claim_key_limited, claim_limited, ClaimCount, ClaimLimits, KeyRound,
+};
 use jobs::RateLimit;
 use sqlx::{Connection, PgConnection, Row};
 
@@ -165,6 +167,116 @@ async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
 
     assert_eq!(claim.await.unwrap(), [b1]);
     assert_eq!(ready(&db).await, [a2]);
+}
+
+/// A connection to `db` whose transactions default to `REPEATABLE READ`, as when the database
+/// or role sets `default_transaction_isolation`.
+async fn repeatable_read_connection(db: &Db) -> PgConnection {
+    let mut conn = PgConnection::connect(db.url()).await.unwrap();
+    sqlx::query("SET default_transaction_isolation = 'repeatable read'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let isolation: String = sqlx::query_scalar("SELECT current_setting('transaction_isolation')")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(isolation, "repeatable read");
+    conn
+}
+
+/// The limits of a claim of `per_merchant` in a transaction: at most one job running per
+/// merchant, or one of the kind in all.
+#[derive(Debug, Clone, Copy)]
+enum LimitOf {
+    EachMerchant,
+    TheKind,
+}
+
+/// A claim in a transaction, after the kind's lock, of up to 4 `per_merchant` jobs from queue
+/// `default` under `limit`: the ids it took.
+async fn claim_in_a_transaction(
+    conn: &mut PgConnection,
+    limit: LimitOf,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let lease = Duration::from_secs(30);
+    let claim = match limit {
+        LimitOf::EachMerchant => {
+            let mut round = KeyRound::new(Duration::from_secs(3600));
+            let count = ClaimCount { free: 4, ahead: 0 };
+            let limits = one_per_merchant();
+            claim_key_limited(
+                conn,
+                "per_merchant",
+                "default",
+                count,
+                limits,
+                lease,
+                &mut round,
+            )
+            .await?
+        }
+        LimitOf::TheKind => {
+            let queues = ["default".to_string()];
+            claim_limited(conn, "per_merchant", &queues, 4, Some(1), None, lease).await?
+        }
+    };
+    Ok(claim.jobs.iter().map(|job| job.id).collect())
+}
+
+/// A claim in a transaction counts the running jobs once it holds the kind's lock, whatever the
+/// default isolation. Under `REPEATABLE READ` the transaction would read from the snapshot of
+/// its lock statement, taken before the wait: after a claim that counts itself, its own count
+/// would fail (a serialization error, at every claim that waited); after a claim of a version
+/// that does not count itself (holding the lock alone), it would count the running jobs without
+/// merchant a's that claim started meanwhile (in another queue, so this claim does not meet its
+/// row), and take a's job past a's limit of 1, or past the kind's. It takes b's job alone under
+/// the per-key limit, and nothing under the kind's, after either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_in_a_transaction_counts_what_started_while_it_waited_whatever_the_isolation() {
+    let counting = ("a claim that counts itself", sql::LOCK_LIMITED_KIND);
+    let not_counting = (
+        "a claim of a version that does not count itself",
+        "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))",
+    );
+    for limit in [LimitOf::EachMerchant, LimitOf::TheKind] {
+        for (other, other_lock) in [counting, not_counting] {
+            let (db, [a1, a2, b1]) = two_merchants().await;
+            db.execute(
+                "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+                 VALUES ('per_merchant', 'other', '{}', 8, 'a')",
+            )
+            .await;
+            let a_elsewhere: i64 = db
+                .column("SELECT id FROM jobs_queue WHERE queue = 'other'")
+                .await[0];
+            let mut other_connection = PgConnection::connect(db.url()).await.unwrap();
+            let mut other_claim = other_connection.begin().await.unwrap();
+            sqlx::query(other_lock)
+                .bind("per_merchant")
+                .execute(&mut *other_claim)
+                .await
+                .unwrap();
+            start_in(&mut other_claim, a_elsewhere).await;
+
+            let mut conn = repeatable_read_connection(&db).await;
+            let claim = tokio::spawn(async move { claim_in_a_transaction(&mut conn, limit).await });
+            wait_for_a_lock_wait(&db).await;
+            other_claim.commit().await.unwrap();
+
+            let taken = claim.await.unwrap();
+            let (expected, left_ready) = match limit {
+                LimitOf::EachMerchant => (vec![b1], vec![a1, a2]),
+                LimitOf::TheKind => (vec![], vec![a1, a2, b1]),
+            };
+            assert_eq!(
+                taken.as_ref().ok(),
+                Some(&expected),
+                "{limit:?}, after {other}: {taken:?}"
+            );
+            assert_eq!(ready(&db).await, left_ready);
+        }
+    }
 }
 
 /// How many times claims of `per_merchant` counted themselves.

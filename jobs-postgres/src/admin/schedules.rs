@@ -51,7 +51,7 @@ pub async fn remove_schedule(
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
     refuse_nul("schedule name", name)?;
-    let mut transaction = pool.begin().await?;
+    let mut transaction = crate::store::transactions::begin_on(pool).await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     if decision == ScheduleRemoval::Removed {
         store::remove_schedule(&mut transaction, name).await?;
@@ -68,7 +68,7 @@ pub async fn preview_schedule_removal(
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
     refuse_nul("schedule name", name)?;
-    let mut transaction = pool.begin().await?;
+    let mut transaction = crate::store::transactions::begin_on(pool).await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     transaction.rollback().await?;
     Ok(decision)

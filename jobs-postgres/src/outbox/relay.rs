@@ -108,7 +108,7 @@ impl<P: Publisher> Relay<P> {
     /// Relays one batch (see the [type](Relay) docs) and reports what it did.
     pub async fn run_once(&self) -> Result<RelayReport, RelayError> {
         let batch_size = self.config.batch_size;
-        let mut transaction = self.pool.begin().await?;
+        let mut transaction = crate::store::transactions::begin_on(&self.pool).await?;
         let rows = store::claim_outbox(&mut transaction, batch_size).await?;
         let mut report = RelayReport {
             claimed: rows.len(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobs_core::{JobId, RateLimit};
-use sqlx::{Connection, FromRow, PgConnection, Row};
+use sqlx::{FromRow, PgConnection, Row};
 use uuid::Uuid;
 
 /// A condition that queue `$queue` (an SQL expression) is not paused: one probe of the primary
@@ -1649,7 +1649,7 @@ pub async fn claim_limited(
     rate_limit: Option<RateLimit>,
     lease: Duration,
 ) -> Result<LimitedClaim, sqlx::Error> {
-    let mut transaction = connection.begin().await?;
+    let mut transaction = super::transactions::begin(connection).await?;
     sqlx::query(LOCK_LIMITED_KIND)
         .bind(kind)
         .execute(&mut *transaction)
@@ -1996,7 +1996,7 @@ impl KeyClaim<'_> {
         in_turns: bool,
         jobs: &mut Vec<ClaimedJob>,
     ) -> Result<(bool, bool, Option<Duration>), sqlx::Error> {
-        let mut transaction = connection.begin().await?;
+        let mut transaction = super::transactions::begin(connection).await?;
         sqlx::query(LOCK_LIMITED_KIND)
             .bind(self.kind)
             .execute(&mut *transaction)

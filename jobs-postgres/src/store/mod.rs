@@ -129,6 +129,7 @@ pub(crate) mod stats;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
 pub(crate) mod throughput;
+pub(crate) mod transactions;
 pub(crate) mod waiting;
 pub(crate) mod watch;
 pub(crate) mod workers;

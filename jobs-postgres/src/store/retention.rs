@@ -227,7 +227,7 @@ pub(crate) async fn prune_finished(
     max_age: Duration,
     limit: i64,
 ) -> Result<PrunedJobs, sqlx::Error> {
-    let mut transaction = pool.begin().await?;
+    let mut transaction = super::transactions::begin_on(pool).await?;
     let (locked, ids): (bool, Vec<i64>) = sqlx::query_as(LOCK_PRUNABLE)
         .bind(max_age.as_secs_f64())
         .bind(limit)

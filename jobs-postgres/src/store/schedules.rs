@@ -171,7 +171,7 @@ pub async fn schedule_pass(
         priority,
         max_attempts,
     } = *registration;
-    let mut transaction = pool.begin().await?;
+    let mut transaction = super::transactions::begin_on(pool).await?;
     let locked: Option<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(LOCK_SCHEDULE)
         .bind(schedule.name())
         .fetch_optional(&mut *transaction)
