@@ -87,6 +87,7 @@ pub mod __private {
             EXACT_RETAINED_BOUND, KEY_LIMIT_USE, QUEUE_STATS, RETAINED_COUNTS,
         };
         pub use crate::store::throughput::{ADD_THROUGHPUT, PRUNE_THROUGHPUT, THROUGHPUT};
+        pub use crate::store::transactions::{BEGIN_READ_COMMITTED, DEFAULT_ISOLATION};
         pub use crate::store::watch::{UNWATCH_QUEUE, WATCH_QUEUE};
         pub use crate::store::workers::{FORGET_WORKER, LIVE_WORKERS, RECORD_PRESENCE};
         pub use crate::store::workflows::{LONGEST_OPEN_BATCHES, LONGEST_WAITING, WORKFLOW_JOBS};

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 
 use crate::store::migrations::{self, AppliedMigration};
+use crate::store::transactions;
 
 /// One embedded migration.
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +148,7 @@ pub async fn migrate(pool: &PgPool) -> Result<MigrationReport, MigrateError> {
         return Ok(MigrationReport::default());
     }
     drop(conn);
-    let mut tx = crate::store::transactions::begin_on(pool).await?;
+    let mut tx = transactions::begin_on(pool).await?;
     let applied = migrations::lock_history(&mut tx).await?;
     check_history(&applied)?;
     let mut report = MigrationReport::default();

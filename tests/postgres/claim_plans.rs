@@ -958,8 +958,8 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
 }
 
 /// A per-key limited claim in turn order of its own takes all the jobs it read or none, which
-/// spares it numbering each key's jobs in turn order against its room: its plan has two window
-/// functions fewer (each over a sort of the jobs read) than the claim up to the first job
+/// spares it numbering each key's jobs in turn order against its room: its plan has two
+/// `WindowAgg` nodes fewer (each over a sort of the jobs read) than the claim up to the first job
 /// without room, which the transaction runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_of_its_own_numbers_no_key_s_jobs() {
@@ -986,7 +986,7 @@ async fn a_per_key_claim_by_turns_of_its_own_numbers_no_key_s_jobs() {
     let [alone, to_limit] = windows[..] else {
         unreachable!("two claims")
     };
-    println!("window functions: {alone} in the claim of its own, {to_limit} up to the limit");
+    println!("WindowAgg nodes: {alone} in the claim of its own, {to_limit} up to the limit");
     assert_eq!(
         alone + 2,
         to_limit,

@@ -1,6 +1,7 @@
 //! A per-key limited claim in turn order runs as a statement of its own, without waiting for
 //! the kind's lock: it claims only when it had the kind to itself, and never counts the running
-//! jobs from a snapshot that misses another claim.
+//! jobs from a snapshot that misses another claim. Nor does a claim in a transaction, per-key or
+//! kind-wide, whatever the connection's default isolation.
 
 use std::time::Duration;
 

@@ -1,10 +1,12 @@
 //! A worker refuses to start when it could not run its jobs, naming what is missing.
 
+use std::time::Duration;
+
 use jobs::{Worker, WorkerError};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::logs::logged_about;
-use crate::support::{refusal, Db};
+use crate::support::{fast_config, refusal, Db};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_state_type_fails_at_start_naming_the_job_and_the_type() {
@@ -181,4 +183,40 @@ fn the_names_a_worker_setup_reaches_for_are_at_the_root() {
         signal: jobs::Signal::Terminate,
     };
     assert_eq!(stopped.exit_code(), 0);
+}
+
+/// A worker whose connections default to `REPEATABLE READ` (here set by the pool on each
+/// connection, as a role or database setting would) stops before it claims anything, saying
+/// which isolation it found and what it needs; the job waits, ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_refuses_connections_that_default_to_a_stricter_isolation() {
+    let db = Db::new().await;
+    let job = crate::test_jobs::enqueue_record_run(&db, "waits").await;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .after_connect(|connection, _| {
+            Box::pin(async move {
+                sqlx::query("SET default_transaction_isolation = 'repeatable read'")
+                    .execute(connection)
+                    .await
+                    .map(|_| ())
+            })
+        })
+        .connect(db.url())
+        .await
+        .expect("a pool");
+    let worker = crate::support::start_worker(&pool, &["record_run"], fast_config());
+    let ended = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+        .await
+        .expect("the worker stops by itself");
+    match ended {
+        Err(error @ WorkerError::StricterIsolation { .. }) => {
+            let message = error.to_string();
+            assert!(message.contains("`repeatable read`"), "{message}");
+            assert!(message.contains("read committed"), "{message}");
+        }
+        other => panic!("expected StricterIsolation, got {other:?}"),
+    }
+    assert_eq!(db.job(job).await.state, "ready");
+    assert_eq!(db.runs_of(job).await, 0);
 }

@@ -9,6 +9,7 @@ use sqlx::PgPool;
 use super::error::refuse_nul;
 use super::AdminError;
 use crate::store::schedules as store;
+use crate::store::transactions;
 
 /// Whether [`remove_schedule`] removes a schedule that a worker seems to run still.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +52,7 @@ pub async fn remove_schedule(
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
     refuse_nul("schedule name", name)?;
-    let mut transaction = crate::store::transactions::begin_on(pool).await?;
+    let mut transaction = transactions::begin_on(pool).await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     if decision == ScheduleRemoval::Removed {
         store::remove_schedule(&mut transaction, name).await?;
@@ -68,7 +69,7 @@ pub async fn preview_schedule_removal(
     removal: Removal,
 ) -> Result<ScheduleRemoval, AdminError> {
     refuse_nul("schedule name", name)?;
-    let mut transaction = crate::store::transactions::begin_on(pool).await?;
+    let mut transaction = transactions::begin_on(pool).await?;
     let decision = decide_removal(&mut transaction, name, removal).await?;
     transaction.rollback().await?;
     Ok(decision)

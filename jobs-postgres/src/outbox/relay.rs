@@ -16,6 +16,7 @@ use crate::config_error::ConfigError;
 use crate::metrics;
 use crate::periodic::{run_periodically, OnStop, PeriodicService};
 use crate::store::outbox::{self as store, OutboxOutcomes as Outcomes};
+use crate::store::transactions;
 use crate::worker::storable_text;
 
 /// Why a batch could not be relayed. Nothing is lost: the rows of a batch that failed stay
@@ -108,7 +109,7 @@ impl<P: Publisher> Relay<P> {
     /// Relays one batch (see the [type](Relay) docs) and reports what it did.
     pub async fn run_once(&self) -> Result<RelayReport, RelayError> {
         let batch_size = self.config.batch_size;
-        let mut transaction = crate::store::transactions::begin_on(&self.pool).await?;
+        let mut transaction = transactions::begin_on(&self.pool).await?;
         let rows = store::claim_outbox(&mut transaction, batch_size).await?;
         let mut report = RelayReport {
             claimed: rows.len(),

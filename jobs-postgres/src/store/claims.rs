@@ -9,6 +9,8 @@ use jobs_core::{JobId, RateLimit};
 use sqlx::{FromRow, PgConnection, Row};
 use uuid::Uuid;
 
+use super::transactions;
+
 /// A condition that queue `$queue` (an SQL expression) is not paused: one probe of the primary
 /// key of `jobs_queue_pauses`, evaluated once per statement when `$queue` is a parameter. Every
 /// claim checks it, so a pause stops claims from its next one on, in every worker process.
@@ -1639,7 +1641,8 @@ impl LimitedClaim {
 /// than leave at most `max_running` of the kind running and at most `rate_limit` started across
 /// all workers. One transaction: the kind's advisory lock, the claim, and, when the claim took
 /// fewer than `limit`, whether due jobs remain (held back) and, if so, when the rate limit lets
-/// the next job start.
+/// the next job start. The transaction is at `READ COMMITTED` ([`transactions::begin`]), so
+/// `connection` must not be in a transaction already.
 pub async fn claim_limited(
     connection: &mut PgConnection,
     kind: &str,
@@ -1649,7 +1652,7 @@ pub async fn claim_limited(
     rate_limit: Option<RateLimit>,
     lease: Duration,
 ) -> Result<LimitedClaim, sqlx::Error> {
-    let mut transaction = super::transactions::begin(connection).await?;
+    let mut transaction = transactions::begin(connection).await?;
     sqlx::query(LOCK_LIMITED_KIND)
         .bind(kind)
         .execute(&mut *transaction)
@@ -1853,6 +1856,9 @@ pub struct ClaimLimits {
 /// kind's own limits, when the claim took nothing and no job with a key is due, and otherwise
 /// by a claim that came back short at most every `round`'s interval: looking for them walks the
 /// ready index past the kind's keyed jobs, a cost paid at most that often.
+///
+/// Its transactions are at `READ COMMITTED` ([`transactions::begin`]), so `connection` must not
+/// be in a transaction already.
 pub async fn claim_key_limited(
     connection: &mut PgConnection,
     kind: &str,
@@ -1996,7 +2002,7 @@ impl KeyClaim<'_> {
         in_turns: bool,
         jobs: &mut Vec<ClaimedJob>,
     ) -> Result<(bool, bool, Option<Duration>), sqlx::Error> {
-        let mut transaction = super::transactions::begin(connection).await?;
+        let mut transaction = transactions::begin(connection).await?;
         sqlx::query(LOCK_LIMITED_KIND)
             .bind(self.kind)
             .execute(&mut *transaction)

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use sqlx::{FromRow, PgPool};
 
+use super::transactions;
+
 /// Advisory lock key that lets one process prune at a time (`"jobs_ret"` as bytes).
 pub const RETENTION_LOCK_KEY: i64 = 0x6a6f_6273_5f72_6574;
 
@@ -227,7 +229,7 @@ pub(crate) async fn prune_finished(
     max_age: Duration,
     limit: i64,
 ) -> Result<PrunedJobs, sqlx::Error> {
-    let mut transaction = super::transactions::begin_on(pool).await?;
+    let mut transaction = transactions::begin_on(pool).await?;
     let (locked, ids): (bool, Vec<i64>) = sqlx::query_as(LOCK_PRUNABLE)
         .bind(max_age.as_secs_f64())
         .bind(limit)

@@ -4,6 +4,8 @@ use chrono::{DateTime, Utc};
 use jobs_core::{JobId, Schedule, TickPlan};
 use sqlx::{PgConnection, PgPool};
 
+use super::transactions;
+
 /// Registers schedule `$1` (kind `$2`, queue `$3`, description `$4`, missed-ticks policy `$5`,
 /// its jobs' priority `$6` and max attempts `$7`), or updates its settings; a new schedule's
 /// first tick is the first after now. Ticks already dealt with are kept.
@@ -171,7 +173,7 @@ pub async fn schedule_pass(
         priority,
         max_attempts,
     } = *registration;
-    let mut transaction = super::transactions::begin_on(pool).await?;
+    let mut transaction = transactions::begin_on(pool).await?;
     let locked: Option<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(LOCK_SCHEDULE)
         .bind(schedule.name())
         .fetch_optional(&mut *transaction)

@@ -18,7 +18,9 @@
 //! Starting: nothing runs before the database accepts a connection. Until then the worker
 //! retries, having logged the cause (say "Connection refused") at the first failure; a stop
 //! requested meanwhile ends it at once, and [`Worker::run_until`] and
-//! [`Worker::run_until_signalled`] then return [`WorkerError::NeverReachedDatabase`].
+//! [`Worker::run_until_signalled`] then return [`WorkerError::NeverReachedDatabase`]. A worker
+//! whose connections default to an isolation stricter than `READ COMMITTED` stops there too
+//! ([`WorkerError::StricterIsolation`]).
 //!
 //! Stopping: [`WorkerHandle::shutdown`] (or a first signal) stops claiming, lets running jobs
 //! finish within the grace period, then interrupts the rest and hands them back as ready, the
@@ -72,7 +74,7 @@ use tasks::Tasks;
 
 use crate::metrics::WorkerMetrics;
 use crate::outbox::{Publisher, Relay, RelayTask};
-use crate::store::Outcome;
+use crate::store::{transactions, Outcome};
 use signal::Signals;
 pub use signal::{shutdown_signal, Signal, Stopped};
 
@@ -140,6 +142,17 @@ pub enum WorkerError {
     NeverReachedDatabase {
         /// Why the last attempt failed; `None` when the stop came before any attempt ended.
         last_error: Option<sqlx::Error>,
+    },
+    /// The worker's connections default to an isolation stricter than `READ COMMITTED`
+    /// (`default_transaction_isolation`, set on the database, the role or the pool's
+    /// connections): nothing ran. Its claims, heartbeats and outcomes are statements of their
+    /// own, which would fail with a serialization error whenever another worker had changed a
+    /// row they touch since they began: a heartbeat that keeps failing lets a lease expire under
+    /// a running job, which then runs twice.
+    #[error("the worker's connections default to `{found}` isolation (default_transaction_isolation); its claims, heartbeats and outcomes need READ COMMITTED, or they fail with serialization errors whenever workers meet, and a lease can expire under a running job: set `default_transaction_isolation = 'read committed'` for the worker's role (ALTER ROLE ... SET) or on its pool's connections")]
+    StricterIsolation {
+        /// The connections' default isolation, as PostgreSQL names it.
+        found: String,
     },
     /// [`WorkerBuilder::max_running`], [`WorkerBuilder::rate_limit`],
     /// [`WorkerBuilder::max_running_per_key`] or [`WorkerBuilder::rate_limit_per_key`] names a
@@ -861,6 +874,22 @@ fn supervisor_end(
     })
 }
 
+/// Refuses connections of `pool` whose default isolation is stricter than `READ COMMITTED`
+/// ([`WorkerError::StricterIsolation`]). When it cannot be read, the worker starts, having
+/// logged why: its statements report their own errors.
+async fn isolation_checked(pool: &PgPool) -> Result<(), WorkerError> {
+    match transactions::default_isolation(pool).await {
+        Ok(found) if !transactions::reads_each_commit(&found) => {
+            Err(WorkerError::StricterIsolation { found })
+        }
+        Ok(_) => Ok(()),
+        Err(error) => {
+            tracing::warn!(%error, "could not read the connections' default isolation; starting anyway");
+            Ok(())
+        }
+    }
+}
+
 async fn supervise(
     shared: Arc<Shared>,
     queues: BTreeMap<String, usize>,
@@ -880,6 +909,10 @@ async fn supervise(
     .await;
     if let Err(last_error) = reached {
         let error = WorkerError::NeverReachedDatabase { last_error };
+        tracing::error!(%error, "worker stopped");
+        return Err(error);
+    }
+    if let Err(error) = isolation_checked(&shared.pool).await {
         tracing::error!(%error, "worker stopped");
         return Err(error);
     }
