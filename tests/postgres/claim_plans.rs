@@ -723,19 +723,25 @@ async fn a_per_key_limited_claim_walks_keys_not_jobs() {
     );
 }
 
+/// A database of `jobs` ready jobs of `per_merchant` in queue `default`, over 200 merchants.
+async fn merchants_backlog(jobs: i64) -> Db {
+    let db = Db::new().await;
+    db.execute(&format!(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         SELECT 'per_merchant', 'default', '{{\"merchant\": \"m\", \"millis\": 0}}', 8,
+                'merchant ' || (n % 200)
+         FROM generate_series(1, {jobs}) AS n"
+    ))
+    .await;
+    db
+}
+
 /// [`sql::CLAIM_KEY_LIMITED_JOBS`], run as a worker runs it (in a transaction after
 /// [`sql::LOCK_LIMITED_KIND`], which has it use its generic plan), is planned once per
 /// connection, whatever the number of jobs asked for and wherever its round starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_limited_claim_keeps_one_plan_per_connection() {
-    let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
-                'merchant ' || (n % 200)
-         FROM generate_series(1, 2000) AS n",
-    )
-    .await;
+    let db = merchants_backlog(2_000).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let mut cursor: Option<String> = None;
     for call in 0..10 {
@@ -963,14 +969,7 @@ async fn a_per_key_claim_by_turns_reads_one_range_of_its_index() {
 /// without room, which the transaction runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_claim_by_turns_of_its_own_numbers_no_key_s_jobs() {
-    let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
-                'merchant ' || (n % 200)
-         FROM generate_series(1, 2000) AS n",
-    )
-    .await;
+    let db = merchants_backlog(2_000).await;
     db.execute("VACUUM ANALYZE jobs_queue").await;
     let mut windows = Vec::new();
     for (name, [from_the_front, _]) in KEY_TURN_CLAIMS {
@@ -1017,14 +1016,7 @@ async fn claims_by_turns_made(
     locked: bool,
     statements: [&str; 2],
 ) -> (Db, PoolConnection<Postgres>) {
-    let db = Db::new().await;
-    db.execute(
-        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-         SELECT 'per_merchant', 'default', '{\"merchant\": \"m\", \"millis\": 0}', 8,
-                'merchant ' || (n % 200)
-         FROM generate_series(1, 5000) AS n",
-    )
-    .await;
+    let db = merchants_backlog(5_000).await;
     among_other_kinds(&db).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let mut place: Option<FairPlace> = None;
