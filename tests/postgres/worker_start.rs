@@ -185,9 +185,23 @@ fn the_names_a_worker_setup_reaches_for_are_at_the_root() {
     assert_eq!(stopped.exit_code(), 0);
 }
 
+/// Asserts that a worker's run ended in `StricterIsolation`, naming the isolation found and the
+/// one it needs.
+fn assert_stricter_isolation<T: std::fmt::Debug>(ended: Result<T, WorkerError>) {
+    match ended {
+        Err(error @ WorkerError::StricterIsolation { .. }) => {
+            let message = error.to_string();
+            assert!(message.contains("`repeatable read`"), "{message}");
+            assert!(message.contains("read committed"), "{message}");
+        }
+        other => panic!("expected StricterIsolation, got {other:?}"),
+    }
+}
+
 /// A worker whose connections default to `REPEATABLE READ` (here set by the pool on each
 /// connection, as a role or database setting would) stops before it claims anything, saying
-/// which isolation it found and what it needs; the job waits, ready.
+/// which isolation it found and what it needs, whether its handle is waited on or it runs until
+/// a shutdown that never comes; the job waits, ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_refuses_connections_that_default_to_a_stricter_isolation() {
     let db = Db::new().await;
@@ -205,18 +219,19 @@ async fn a_worker_refuses_connections_that_default_to_a_stricter_isolation() {
         .connect(db.url())
         .await
         .expect("a pool");
-    let worker = crate::support::start_worker(&pool, &["record_run"], fast_config());
-    let ended = tokio::time::timeout(Duration::from_secs(30), worker.wait())
-        .await
-        .expect("the worker stops by itself");
-    match ended {
-        Err(error @ WorkerError::StricterIsolation { .. }) => {
-            let message = error.to_string();
-            assert!(message.contains("`repeatable read`"), "{message}");
-            assert!(message.contains("read committed"), "{message}");
-        }
-        other => panic!("expected StricterIsolation, got {other:?}"),
-    }
+    let worker = || {
+        Worker::builder(pool.clone())
+            .kinds(["record_run"])
+            .state(pool.clone())
+            .config(fast_config())
+            .build()
+            .expect("worker builds")
+    };
+    let within = Duration::from_secs(10);
+    let waited = tokio::time::timeout(within, worker().start().wait()).await;
+    assert_stricter_isolation(waited.expect("the worker stops by itself"));
+    let run = tokio::time::timeout(within, worker().run_until(std::future::pending())).await;
+    assert_stricter_isolation(run.expect("the run ends without a shutdown"));
     assert_eq!(db.job(job).await.state, "ready");
     assert_eq!(db.runs_of(job).await, 0);
 }

@@ -145,11 +145,12 @@ pub enum WorkerError {
     },
     /// The worker's connections default to an isolation stricter than `READ COMMITTED`
     /// (`default_transaction_isolation`, set on the database, the role or the pool's
-    /// connections): nothing ran. Its claims, heartbeats and outcomes are statements of their
-    /// own, which would fail with a serialization error whenever another worker had changed a
-    /// row they touch since they began: a heartbeat that keeps failing lets a lease expire under
-    /// a running job, which then runs twice.
-    #[error("the worker's connections default to `{found}` isolation (default_transaction_isolation); its claims, heartbeats and outcomes need READ COMMITTED, or they fail with serialization errors whenever workers meet, and a lease can expire under a running job: set `default_transaction_isolation = 'read committed'` for the worker's role (ALTER ROLE ... SET) or on its pool's connections")]
+    /// connections), as one of them said when the worker started: nothing ran. Its claims,
+    /// heartbeats and outcomes are statements of their own, which would fail with a
+    /// serialization error whenever another write to a row they touch committed while they
+    /// ran: a heartbeat that keeps failing lets a lease expire under a running job, which then
+    /// runs twice.
+    #[error("the worker's connections default to `{found}` isolation (default_transaction_isolation); its claims, heartbeats and outcomes need READ COMMITTED, or they fail with serialization errors whenever another write to their rows commits while they run, and a lease can expire under a running job: set `default_transaction_isolation = 'read committed'` for the worker's role (ALTER ROLE ... SET), its database, or its pool's connections")]
     StricterIsolation {
         /// The connections' default isolation, as PostgreSQL names it.
         found: String,
@@ -672,13 +673,24 @@ impl Worker {
     /// jobs finish within the grace period, then interrupts the rest and hands them back.
     ///
     /// An error when the database never accepted a connection before `shutdown` resolved
-    /// ([`WorkerError::NeverReachedDatabase`], with the cause): return it from `main` so that the
+    /// ([`WorkerError::NeverReachedDatabase`], with the cause), or at once when the worker
+    /// refused to start ([`WorkerError::StricterIsolation`]): return it from `main` so that the
     /// process exits non-zero.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
-        let handle = self.start();
-        shutdown.await;
-        handle.request_shutdown();
-        supervisor_end(handle.supervisor.await)
+        let WorkerHandle {
+            id: _,
+            request,
+            stop_now: _stop_now,
+            supervisor,
+        } = self.start();
+        let mut supervisor = pin!(supervisor);
+        tokio::select! {
+            // It ends by itself only when it refuses to start.
+            joined = &mut supervisor => return supervisor_end(joined),
+            () = shutdown => {}
+        }
+        request.send_replace(true);
+        supervisor_end(supervisor.await)
     }
 
     /// Runs until SIGINT (ctrl-c) or SIGTERM, the ready-made wiring for binaries.
@@ -693,8 +705,9 @@ impl Worker {
     /// [`exit_code`](Stopped::exit_code), so that a forced stop does not look like a clean one
     /// (and so that a job stuck in blocking code cannot hold the process). A signal that comes
     /// before the database ever accepted a connection stops the worker at once, and the answer
-    /// is [`WorkerError::NeverReachedDatabase`] with the cause: return it from `main`, so that
-    /// the process exits non-zero.
+    /// is [`WorkerError::NeverReachedDatabase`] with the cause; a worker that refuses to start
+    /// ([`WorkerError::StricterIsolation`]) answers at once, without a signal. Return the error
+    /// from `main`, so that the process exits non-zero.
     ///
     /// ```no_run
     /// # async fn run(pool: jobs_postgres::PgPool) -> Result<(), jobs_postgres::WorkerError> {
@@ -706,19 +719,27 @@ impl Worker {
     pub async fn run_until_signalled(self) -> Result<Stopped, WorkerError> {
         let mut signals = Signals::new();
         let handle = self.start();
-        let first = signals.next().await;
-        tracing::info!(
-            signal = %first,
-            "{first} received: shutting down gracefully; send it again to stop at once"
-        );
-        handle.request_shutdown();
         let WorkerHandle {
             id: _,
-            request: _request,
+            request,
             stop_now,
             supervisor,
         } = handle;
         let mut supervisor = pin!(supervisor);
+        let first = tokio::select! {
+            // It ends by itself only when it refuses to start.
+            joined = &mut supervisor => {
+                supervisor_end(joined)?;
+                let signal = signals.next().await;
+                return Ok(Stopped::Gracefully { signal });
+            }
+            first = signals.next() => first,
+        };
+        tracing::info!(
+            signal = %first,
+            "{first} received: shutting down gracefully; send it again to stop at once"
+        );
+        request.send_replace(true);
         tokio::select! {
             joined = &mut supervisor => {
                 supervisor_end(joined)?;
@@ -837,7 +858,8 @@ impl WorkerHandle {
     /// Shuts down gracefully and waits until every job is settled.
     ///
     /// An error when the worker stopped before the database ever accepted a connection
-    /// ([`WorkerError::NeverReachedDatabase`], with the cause), as [`WorkerHandle::wait`].
+    /// ([`WorkerError::NeverReachedDatabase`], with the cause) or refused to start
+    /// ([`WorkerError::StricterIsolation`]), as [`WorkerHandle::wait`].
     pub async fn shutdown(self) -> Result<(), WorkerError> {
         self.request_shutdown();
         self.wait().await
@@ -857,8 +879,9 @@ impl WorkerHandle {
     /// Waits until the worker has stopped.
     ///
     /// An error when it stopped before the database ever accepted a connection
-    /// ([`WorkerError::NeverReachedDatabase`], with the cause): return it from `main` so that
-    /// the process exits non-zero.
+    /// ([`WorkerError::NeverReachedDatabase`], with the cause), or when it refused to start
+    /// ([`WorkerError::StricterIsolation`], which ends it without a stop being asked for):
+    /// return it from `main` so that the process exits non-zero.
     pub async fn wait(self) -> Result<(), WorkerError> {
         supervisor_end(self.supervisor.await)
     }
@@ -875,8 +898,9 @@ fn supervisor_end(
 }
 
 /// Refuses connections of `pool` whose default isolation is stricter than `READ COMMITTED`
-/// ([`WorkerError::StricterIsolation`]). When it cannot be read, the worker starts, having
-/// logged why: its statements report their own errors.
+/// ([`WorkerError::StricterIsolation`]), as one connection says it. When it cannot be read (the
+/// database lost just after it was reached: the read waits up to the pool's acquire timeout),
+/// the worker starts, having logged why: its statements report their own errors.
 async fn isolation_checked(pool: &PgPool) -> Result<(), WorkerError> {
     match transactions::default_isolation(pool).await {
         Ok(found) if !transactions::reads_each_commit(&found) => {

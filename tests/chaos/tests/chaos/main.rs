@@ -12,6 +12,7 @@ mod abort;
 mod batch_kill;
 mod exactly_once;
 mod exhaustion;
+mod isolation;
 mod kill;
 mod limits;
 mod outage;
