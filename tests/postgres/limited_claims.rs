@@ -170,19 +170,21 @@ async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
     assert_eq!(ready(&db).await, [a2]);
 }
 
-/// A connection to `db` whose transactions default to `REPEATABLE READ`, as when the database
-/// or role sets `default_transaction_isolation`.
-async fn repeatable_read_connection(db: &Db) -> PgConnection {
+/// A connection to `db` whose transactions default to `isolation`, as when the database or role
+/// sets `default_transaction_isolation`.
+async fn connection_defaulting_to(db: &Db, isolation: &str) -> PgConnection {
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
-    sqlx::query("SET default_transaction_isolation = 'repeatable read'")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let isolation: String = sqlx::query_scalar("SELECT current_setting('transaction_isolation')")
+    sqlx::query(&format!(
+        "SET default_transaction_isolation = '{isolation}'"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let set: String = sqlx::query_scalar("SELECT current_setting('transaction_isolation')")
         .fetch_one(&mut conn)
         .await
         .unwrap();
-    assert_eq!(isolation, "repeatable read");
+    assert_eq!(set, isolation);
     conn
 }
 
@@ -226,7 +228,8 @@ async fn claim_in_a_transaction(
 }
 
 /// A claim in a transaction counts the running jobs once it holds the kind's lock, whatever the
-/// default isolation. Under `REPEATABLE READ` the transaction would read from the snapshot of
+/// default isolation (`REPEATABLE READ` and `SERIALIZABLE` here). Under `REPEATABLE READ` the
+/// transaction would read from the snapshot of
 /// its lock statement, taken before the wait: after a claim that counts itself, its own count
 /// would fail (a serialization error, at every claim that waited); after a claim of a version
 /// that does not count itself (holding the lock alone), it would count the running jobs without
@@ -240,44 +243,55 @@ async fn a_claim_in_a_transaction_counts_what_started_while_it_waited_whatever_t
         "a claim of a version that does not count itself",
         "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))",
     );
-    for limit in [LimitOf::EachMerchant, LimitOf::TheKind] {
-        for (other, other_lock) in [counting, not_counting] {
-            let (db, [a1, a2, b1]) = two_merchants().await;
-            db.execute(
-                "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
-                 VALUES ('per_merchant', 'other', '{}', 8, 'a')",
-            )
-            .await;
-            let a_elsewhere: i64 = db
-                .column("SELECT id FROM jobs_queue WHERE queue = 'other'")
-                .await[0];
-            let mut other_connection = PgConnection::connect(db.url()).await.unwrap();
-            let mut other_claim = other_connection.begin().await.unwrap();
-            sqlx::query(other_lock)
-                .bind("per_merchant")
-                .execute(&mut *other_claim)
-                .await
-                .unwrap();
-            start_in(&mut other_claim, a_elsewhere).await;
-
-            let mut conn = repeatable_read_connection(&db).await;
-            let claim = tokio::spawn(async move { claim_in_a_transaction(&mut conn, limit).await });
-            wait_for_a_lock_wait(&db).await;
-            other_claim.commit().await.unwrap();
-
-            let taken = claim.await.unwrap();
-            let (expected, left_ready) = match limit {
-                LimitOf::EachMerchant => (vec![b1], vec![a1, a2]),
-                LimitOf::TheKind => (vec![], vec![a1, a2, b1]),
-            };
-            assert_eq!(
-                taken.as_ref().ok(),
-                Some(&expected),
-                "{limit:?}, after {other}: {taken:?}"
-            );
-            assert_eq!(ready(&db).await, left_ready);
+    for isolation in ["repeatable read", "serializable"] {
+        for limit in [LimitOf::EachMerchant, LimitOf::TheKind] {
+            for other in [counting, not_counting] {
+                claim_while_another_starts_a_job(isolation, limit, other).await;
+            }
         }
     }
+}
+
+/// Another claim, `other` (its name, and the statement it takes the kind's lock with), starts
+/// merchant a's job in another queue while a claim in a transaction under `limit`, on a
+/// connection defaulting to `isolation`, waits for the lock: the claim takes b's job alone under
+/// the per-key limit, and nothing under the kind's.
+async fn claim_while_another_starts_a_job(isolation: &str, limit: LimitOf, other: (&str, &str)) {
+    let (other, other_lock) = other;
+    let (db, [a1, a2, b1]) = two_merchants().await;
+    db.execute(
+        "INSERT INTO jobs_queue (kind, queue, payload, max_attempts, limit_key)
+         VALUES ('per_merchant', 'other', '{}', 8, 'a')",
+    )
+    .await;
+    let a_elsewhere: i64 = db
+        .column("SELECT id FROM jobs_queue WHERE queue = 'other'")
+        .await[0];
+    let mut other_connection = PgConnection::connect(db.url()).await.unwrap();
+    let mut other_claim = other_connection.begin().await.unwrap();
+    sqlx::query(other_lock)
+        .bind("per_merchant")
+        .execute(&mut *other_claim)
+        .await
+        .unwrap();
+    start_in(&mut other_claim, a_elsewhere).await;
+
+    let mut conn = connection_defaulting_to(&db, isolation).await;
+    let claim = tokio::spawn(async move { claim_in_a_transaction(&mut conn, limit).await });
+    wait_for_a_lock_wait(&db).await;
+    other_claim.commit().await.unwrap();
+
+    let taken = claim.await.unwrap();
+    let (expected, left_ready) = match limit {
+        LimitOf::EachMerchant => (vec![b1], vec![a1, a2]),
+        LimitOf::TheKind => (vec![], vec![a1, a2, b1]),
+    };
+    assert_eq!(
+        taken.as_ref().ok(),
+        Some(&expected),
+        "{isolation}, {limit:?}, after {other}: {taken:?}"
+    );
+    assert_eq!(ready(&db).await, left_ready);
 }
 
 /// How many times claims of `per_merchant` counted themselves.
