@@ -14,6 +14,10 @@ use sqlx::{Connection, PgConnection, Row};
 
 use crate::support::Db;
 
+/// How a claim of a version before migration 24 takes kind `$1`'s lock: without counting itself.
+const OLDER_VERSION_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))";
+
 /// Ready `per_merchant` jobs: two of merchant a, one of b, in that order.
 async fn two_merchants() -> (Db, [i64; 3]) {
     let db = Db::new().await;
@@ -136,7 +140,7 @@ async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
     let (db, [a1, a2, b1]) = two_merchants().await;
     let mut other = PgConnection::connect(db.url()).await.unwrap();
     let mut other_claim = other.begin().await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))")
+    sqlx::query(OLDER_VERSION_LOCK)
         .bind("per_merchant")
         .execute(&mut *other_claim)
         .await
@@ -146,27 +150,12 @@ async fn a_claim_of_its_own_takes_nothing_while_another_holds_the_kind_lock() {
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
     assert_eq!(claim_by_turns_alone(&mut conn, 4).await, (false, vec![]));
 
-    let claim = tokio::spawn(async move {
-        let limits = one_per_merchant();
-        let mut round = KeyRound::new(Duration::from_secs(3600));
-        let count = ClaimCount { free: 4, ahead: 0 };
-        let claim = claim_key_limited(
-            &mut conn,
-            "per_merchant",
-            "default",
-            count,
-            limits,
-            Duration::from_secs(30),
-            &mut round,
-        )
-        .await
-        .unwrap();
-        claim.jobs.iter().map(|job| job.id).collect::<Vec<i64>>()
-    });
+    let claim =
+        tokio::spawn(async move { claim_in_a_transaction(&mut conn, LimitOf::EachMerchant).await });
     wait_for_a_lock_wait(&db).await;
     other_claim.commit().await.unwrap();
 
-    assert_eq!(claim.await.unwrap(), [b1]);
+    assert_eq!(claim.await.unwrap().unwrap(), [b1]);
     assert_eq!(ready(&db).await, [a2]);
 }
 
@@ -241,7 +230,7 @@ async fn a_claim_in_a_transaction_counts_what_started_while_it_waited_whatever_t
     let counting = ("a claim that counts itself", sql::LOCK_LIMITED_KIND);
     let not_counting = (
         "a claim of a version that does not count itself",
-        "SELECT pg_advisory_xact_lock(hashtextextended('jobs_max_running:' || $1, 0))",
+        OLDER_VERSION_LOCK,
     );
     for isolation in ["repeatable read", "serializable"] {
         for limit in [LimitOf::EachMerchant, LimitOf::TheKind] {

@@ -2095,10 +2095,10 @@ impl KeyClaim<'_> {
         count: ClaimCount,
         round: &mut KeyRound,
     ) -> Result<Option<KeyTurns>, sqlx::Error> {
-        let place = round.turn_place.clone();
+        let place = round.turn_place.as_ref();
         if round.reads_fit {
             let all_or_none = self
-                .by_turns(connection, count, place.as_ref(), TurnsTaken::AllOrNone)
+                .by_turns(connection, count, place, TurnsTaken::AllOrNone)
                 .await?;
             if !all_or_none.sole {
                 return Ok(None);
@@ -2109,7 +2109,7 @@ impl KeyClaim<'_> {
             round.reads_fit = false;
         }
         let up_to_limit = self
-            .by_turns(connection, count, place.as_ref(), TurnsTaken::UpToLimit)
+            .by_turns(connection, count, place, TurnsTaken::UpToLimit)
             .await?;
         if !up_to_limit.sole {
             return Ok(None);
